@@ -1,0 +1,40 @@
+# gpupool: `make run` starts the control plane on the demo; `make test` runs every test.
+# Both bootstrap the virtual environment (.venv) themselves.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CONFIG ?= examples/demo.yaml
+PYTEST_ARGS ?=
+
+.PHONY: run test lint bench format clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/gpupool server --config $(CONFIG)
+
+test: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format src tests bench
+	$(BIN)/ruff check --fix src tests bench
+
+bench: $(STAMP)
+	mkdir -p bench/results
+	$(BIN)/python bench/api.py --json > bench/results/api.json
+	cat bench/results/api.json
+
+clean:
+	rm -rf $(VENV) .gpupool .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Authentication (API tokens) and authorization (roles, the one check)."""

@@ -1,0 +1,58 @@
+"""Who is asking, and the one authorization check every route goes through (T3).
+
+Roles per team: ``admin`` and ``member`` may read and mutate the team's jobs, ``viewer``
+may only read. A platform admin may do everything. Everything else is ``Forbidden``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gpupool.core.errors import Forbidden
+from gpupool.spec.models import ClusterConfig
+
+
+class Action(StrEnum):
+    READ = "read"
+    MUTATE = "mutate"
+
+
+@dataclass(frozen=True)
+class Principal:
+    user: str
+    token_id: str
+    platform_admin: bool = False
+    roles: dict[str, str] = field(default_factory=dict)  # team -> role
+
+    def can(self, action: Action, team: str) -> bool:
+        if self.platform_admin:
+            return True
+        role = self.roles.get(team)
+        if role is None:
+            return False
+        return action is Action.READ or role in ("admin", "member")
+
+    def readable_teams(self, all_teams: list[str]) -> list[str]:
+        return [t for t in all_teams if self.can(Action.READ, t)]
+
+
+def principal_for(config: ClusterConfig, user: str, token_id: str) -> Principal:
+    """Roles come from the applied configuration, so a change there applies at once."""
+    spec = config.users.get(user)
+    roles = {
+        name: team.members[user] for name, team in config.teams.items() if user in team.members
+    }
+    return Principal(
+        user=user,
+        token_id=token_id,
+        platform_admin=bool(spec and spec.platform_admin),
+        roles=roles,
+    )
+
+
+def authorize(principal: Principal, action: Action, team: str) -> None:
+    """Raise ``Forbidden`` unless ``principal`` may do ``action`` on ``team``'s resources."""
+    if not principal.can(action, team):
+        verb = "change" if action is Action.MUTATE else "read"
+        raise Forbidden(f"user {principal.user!r} may not {verb} resources of team {team!r}")

@@ -1,0 +1,342 @@
+"""The local backend: every attempt is a real process tree on this machine (X2, X3, D3).
+
+Each attempt owns ``<state_dir>/local/<pool>/<key>/`` and a detached runner process
+(:mod:`gpupool.backends.local.runner`) that supervises the job and records its end there.
+
+Invariants:
+
+* **One run per key, forever.** ``os.mkdir`` of the attempt dir is the claim: exactly one
+  ``submit`` can create it, in this process or any other, before or after a crash. A submit
+  that finds the dir returns the existing attempt's handle and starts nothing.
+* **Jobs outlive the control plane.** Runners are detached (new session, re-parented to init);
+  the adapter holds no state that a restart would lose. A new instance over the same
+  ``state_dir`` polls, cancels and reads the logs of handles made by an old one.
+* **Never signal a stranger.** Processes are identified by ``(pid, create_time)``; see
+  :mod:`gpupool.backends.local.process`.
+* Only the scheduler picks GPUs: ``spec.devices[0]`` is translated by :mod:`.gpus`, never
+  chosen here.
+
+The state mapping is in ``README.md`` next to this file.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gpupool.backends.base import (
+    FINAL_STATES,
+    AdapterContext,
+    BackendStatus,
+    Capability,
+    JobHandle,
+    JobSpec,
+    LogChunk,
+    PosixIdentity,
+    RunState,
+    contract_env,
+)
+from gpupool.backends.errors import BackendError, BackendMisconfigured, BackendRejected
+from gpupool.backends.local.errors import map_local_errors
+from gpupool.backends.local.gpus import GpuMapper, gpus_from_options
+from gpupool.backends.local.options import DEFAULT_PATH, LocalOptions
+from gpupool.backends.local.process import (
+    Launcher,
+    ProcessId,
+    is_alive,
+    launch_runner,
+    signal_group,
+    signal_process,
+)
+from gpupool.backends.local.runner import (
+    CANCEL,
+    EXIT,
+    HANDLE,
+    INPUTS,
+    JOB,
+    OUTPUT,
+    OUTPUTS,
+    RUNNER_LOG,
+    SPEC,
+    WORK,
+    read_json,
+    write_atomic,
+    write_json_atomic,
+)
+
+LOG_CHUNK_MAX = 1 << 20  # bytes per logs() call
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # becomes a directory name
+_HANDLE_WAIT_TICK_S = 0.02
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(
+        self,
+        ctx: AdapterContext,
+        *,
+        launcher: Launcher = launch_runner,
+        gpus: GpuMapper | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not _SAFE_NAME.match(ctx.pool):
+            raise BackendMisconfigured(f"pool name {ctx.pool!r} cannot be used as a directory")
+        self.ctx = ctx
+        self.options = LocalOptions.parse(ctx.options)
+        self.root = Path(ctx.state_dir).absolute() / "local" / ctx.pool
+        self._launcher = launcher
+        self._gpus = gpus if gpus is not None else gpus_from_options(ctx.options, ctx.gpus_per_node)
+        self._clock = clock  # wall clock: compared with file modification times
+        # Switching users needs root; without it every job runs as the server's user.
+        self._switch_users = os.geteuid() == 0
+        caps = {Capability.LOG_STREAM}
+        if self._switch_users:
+            caps.add(Capability.POSIX_IDENTITY)
+        self.capabilities = frozenset(caps)
+
+    def close(self) -> None:
+        """Nothing to release: all state is in files and in detached processes."""
+
+    # -- submit ------------------------------------------------------------------------------
+
+    def submit(self, spec: JobSpec) -> JobHandle:
+        self._validate(spec)
+        attempt = self.root / spec.key
+        with map_local_errors("claim an attempt directory"):
+            self._make_root()
+            try:
+                os.mkdir(attempt)
+            except FileExistsError:
+                return self._await_handle(spec.key, attempt)  # submitted before: no second run
+        try:
+            with map_local_errors("prepare the attempt"):
+                self._prepare(spec, attempt)
+                self._launcher(attempt)
+        except BackendError:
+            # No runner was started for this claim (a launcher raises only then), so releasing
+            # it is safe and lets the retry start cleanly.
+            shutil.rmtree(attempt, ignore_errors=True)
+            raise
+        with map_local_errors("read the runner's handle"):
+            return self._await_handle(spec.key, attempt)
+
+    def _validate(self, spec: JobSpec) -> None:
+        if spec.pool != self.ctx.pool:
+            raise BackendRejected(f"job is for pool {spec.pool!r}, this is {self.ctx.pool!r}")
+        if spec.nodes != 1 or len(spec.devices) > 1:
+            raise BackendRejected(
+                f"local pools run single-node jobs only; this job asks for {spec.nodes} nodes "
+                "(use a pool whose backend runs multi-node jobs: slurm, ray, kubernetes)"
+            )
+        if not spec.command:
+            raise BackendRejected("the job has no command")
+        if spec.image:
+            raise BackendRejected(
+                f"local pools run commands directly and cannot run the image {spec.image!r}"
+            )
+        if not _SAFE_NAME.match(spec.key):
+            raise BackendRejected(f"attempt key {spec.key!r} cannot be used as a directory")
+        if spec.max_runtime_s is not None and spec.max_runtime_s <= 0:
+            raise BackendRejected(f"max_runtime_s must be positive, got {spec.max_runtime_s}")
+        devices = spec.devices[0] if spec.devices else ()
+        if len(devices) != spec.gpus_per_node or len(set(devices)) != len(devices):
+            raise BackendRejected(
+                f"the job asks for {spec.gpus_per_node} GPUs but was given devices "
+                f"{list(devices)}: the scheduler must assign one distinct device per GPU"
+            )
+        limit = self.ctx.gpus_per_node
+        if any(d < 0 or (limit and d >= limit) for d in devices):
+            raise BackendRejected(f"devices {list(devices)} are not all in 0..{limit - 1}")
+
+    def _make_root(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self._switch_users:
+            # Jobs of other uids must traverse to their work dirs, but not list attempts.
+            for d in (self.root.parent, self.root):
+                os.chmod(d, 0o711)
+
+    def _identity(self, spec: JobSpec) -> PosixIdentity | None:
+        return spec.posix if self._switch_users else None
+
+    def _prepare(self, spec: JobSpec, attempt: Path) -> None:
+        # Layout: the attempt dir and the runner's files belong to the server (a job must not
+        # be able to forge its own exit.json); work/inputs/outputs and the log to the job.
+        os.chmod(attempt, 0o711)
+        work, inputs, outputs = attempt / WORK, attempt / INPUTS, attempt / OUTPUTS
+        for d in (work, inputs, outputs):
+            d.mkdir(mode=0o700)
+        log = attempt / OUTPUT
+        log.touch(mode=0o640)
+        identity = self._identity(spec)
+        if identity is not None:
+            for path in (work, inputs, outputs, log):
+                os.chown(path, identity.uid, identity.gid)
+        payload: dict[str, Any] = {
+            "argv": list(spec.command),
+            "env": self._environment(spec, work, inputs, outputs, identity),
+            "cwd": str(work),
+            "max_runtime_s": spec.max_runtime_s,
+            "max_runtime_grace_s": self.options.max_runtime_grace_s,
+            "cancel_grace_s": self.options.cancel_grace_s,
+            "devices": list(spec.devices[0]) if spec.devices else [],
+            "uid": identity.uid if identity else None,
+            "gid": identity.gid if identity else None,
+            "groups": list(identity.groups) if identity else [],
+        }
+        # 0600: the user's env may hold secrets, and the file name is well known.
+        write_json_atomic(attempt / SPEC, payload, mode=0o600)
+
+    def _environment(
+        self,
+        spec: JobSpec,
+        work: Path,
+        inputs: Path,
+        outputs: Path,
+        identity: PosixIdentity | None,
+    ) -> dict[str, str]:
+        env = {k: os.environ[k] for k in self.options.inherit_env if k in os.environ}
+        env.setdefault("PATH", DEFAULT_PATH)
+        env["HOME"] = _home(identity, work)
+        env.update(contract_env(spec, str(work), str(inputs), str(outputs)))
+        env.update(self._gpus.environment(spec.devices[0] if spec.devices else ()))
+        return env
+
+    def _await_handle(self, key: str, attempt: Path) -> JobHandle:
+        deadline = time.monotonic() + self.options.launch_timeout_s
+        while True:
+            runner = ProcessId.from_mapping(read_json(attempt / HANDLE))
+            if runner is not None or time.monotonic() >= deadline:
+                # Without a runner yet the handle carries only the dir: poll() reads the
+                # runner from the dir later, or reports LOST once it is clearly never coming.
+                return self._handle(key, attempt, runner)
+            time.sleep(_HANDLE_WAIT_TICK_S)
+
+    def _handle(self, key: str, attempt: Path, runner: ProcessId | None) -> JobHandle:
+        data = {"dir": str(attempt)}
+        if runner is not None:
+            data.update(pid=str(runner.pid), create_time=repr(runner.create_time))
+        return JobHandle(
+            backend=self.name,
+            pool=self.ctx.pool,
+            provider_id=str(runner.pid) if runner else "",
+            key=key,
+            data=data,
+        )
+
+    # -- poll, logs, cancel -----------------------------------------------------------------
+
+    def poll(self, handles: Sequence[JobHandle]) -> Mapping[str, BackendStatus]:
+        statuses = {}
+        for handle in handles:
+            attempt = self._attempt_dir(handle)
+            with map_local_errors("read an attempt's state"):
+                statuses[handle.key] = self._status(handle, attempt)
+        return statuses
+
+    def _status(self, handle: JobHandle, attempt: Path) -> BackendStatus:
+        if not attempt.is_dir():
+            return BackendStatus(RunState.LOST, message=f"attempt directory {attempt} is gone")
+        done = read_json(attempt / EXIT)
+        if done is not None:
+            return _final_status(done)
+        runner = _runner_of(handle, attempt)
+        if runner is None:
+            if self._clock() - attempt.stat().st_mtime < self.options.startup_timeout_s:
+                return BackendStatus(RunState.PENDING, message="runner starting")
+            return BackendStatus(RunState.LOST, message=_with_log("runner never started", attempt))
+        if is_alive(runner):
+            return BackendStatus(RunState.RUNNING)
+        done = read_json(attempt / EXIT)  # it may have finished between the two reads
+        if done is not None:
+            return _final_status(done)
+        return BackendStatus(RunState.LOST, message=_with_log("runner process is gone", attempt))
+
+    def logs(self, handle: JobHandle, offset: int = 0) -> LogChunk:
+        attempt = self._attempt_dir(handle)
+        offset = max(0, offset)
+        with map_local_errors("read logs"):
+            # Decide "final" before reading: output written before the end is then all there.
+            final = self._status(handle, attempt).state in FINAL_STATES
+            try:
+                with open(attempt / OUTPUT, "rb") as f:
+                    f.seek(offset)
+                    data = f.read(LOG_CHUNK_MAX)
+                    size = os.fstat(f.fileno()).st_size
+            except FileNotFoundError:
+                data, size = b"", 0
+        next_offset = offset + len(data)
+        return LogChunk(data=data, next_offset=next_offset, complete=final and next_offset >= size)
+
+    def cancel(self, handle: JobHandle, grace_s: float) -> None:
+        attempt = self._attempt_dir(handle)
+        with map_local_errors("cancel"):
+            if not attempt.is_dir() or (attempt / EXIT).exists():
+                return  # gone or finished: nothing to stop
+            # The file first: a runner that is still starting sees it and never starts the job,
+            # and it carries the grace for the SIGTERM below.
+            write_atomic(attempt / CANCEL, f"{max(0.0, grace_s):g}\n".encode())
+            runner = _runner_of(handle, attempt)
+            if runner is not None and signal_process(runner, signal.SIGTERM):
+                return
+            # The runner is gone (LOST) but its job may live on, orphaned and holding GPUs.
+            # Nobody is left to wait out a grace period, so it is killed now.
+            job = ProcessId.from_mapping(read_json(attempt / JOB))
+            if job is not None and not (attempt / EXIT).exists():
+                signal_group(job, signal.SIGKILL)
+
+    def _attempt_dir(self, handle: JobHandle) -> Path:
+        if handle.backend != self.name:
+            raise BackendRejected(f"handle of backend {handle.backend!r} given to {self.name!r}")
+        if "dir" in handle.data:
+            return Path(handle.data["dir"])
+        if not _SAFE_NAME.match(handle.key):
+            raise BackendRejected(f"attempt key {handle.key!r} cannot be used as a directory")
+        return self.root / handle.key
+
+
+def _runner_of(handle: JobHandle, attempt: Path) -> ProcessId | None:
+    # The dir is the truth (the handle may predate handle.json); the handle is the fallback.
+    return ProcessId.from_mapping(read_json(attempt / HANDLE)) or ProcessId.from_mapping(
+        handle.data
+    )
+
+
+def _final_status(done: Mapping[str, Any]) -> BackendStatus:
+    reason = done.get("reason")
+    code = done.get("exit_code")
+    exit_code = int(code) if isinstance(code, int) else None
+    message = str(done.get("message") or "")
+    if reason == "exited" and exit_code == 0:
+        return BackendStatus(RunState.SUCCEEDED, exit_code=0)
+    if reason == "cancelled":
+        return BackendStatus(RunState.CANCELLED, exit_code=exit_code, message=message)
+    if reason == "runner_error":  # our failure, not the job's: a new attempt may succeed
+        return BackendStatus(RunState.LOST, exit_code=exit_code, message=message)
+    return BackendStatus(RunState.FAILED, exit_code=exit_code, message=message or str(reason))
+
+
+def _home(identity: PosixIdentity | None, work: Path) -> str:
+    if identity is None:
+        return os.environ.get("HOME", str(work))
+    try:
+        home = pwd.getpwuid(identity.uid).pw_dir
+    except KeyError:
+        return str(work)
+    return home if os.path.isdir(home) else str(work)
+
+
+def _with_log(message: str, attempt: Path) -> str:
+    """Add the last line of runner.log (why a runner died, if it could say)."""
+    try:
+        lines = (attempt / RUNNER_LOG).read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return message
+    return f"{message}: {lines[-1][:300]}" if lines else message

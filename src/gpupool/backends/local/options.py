@@ -1,0 +1,51 @@
+"""The ``options:`` of a local pool, validated once when the adapter is built.
+
+Unknown keys are an error (a typo such as ``device: nvidia`` must not silently run jobs on
+virtual GPUs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from gpupool.backends.errors import BackendMisconfigured
+
+# The server's variables a job inherits; everything else it gets comes from the contract and
+# the user's ``env``. Secrets in the server's environment must not reach jobs.
+DEFAULT_INHERIT_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+_SECONDS = ("cancel_grace_s", "max_runtime_grace_s", "launch_timeout_s", "startup_timeout_s")
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    devices: str = "virtual"  # virtual | nvidia (see gpus.py)
+    nvidia_smi: str = "nvidia-smi"
+    cancel_grace_s: float = 10.0  # grace when the runner is signalled without a cancel file
+    max_runtime_grace_s: float = 10.0  # SIGTERM -> SIGKILL when max_runtime_s is exceeded
+    inherit_env: tuple[str, ...] = DEFAULT_INHERIT_ENV
+    launch_timeout_s: float = 5.0  # how long submit() waits for the runner's handle.json
+    startup_timeout_s: float = 30.0  # a claimed attempt without a runner after this is LOST
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> LocalOptions:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise BackendMisconfigured(
+                f"unknown local pool options: {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+            )
+        values: dict[str, Any] = dict(raw)
+        try:
+            for name in _SECONDS:
+                if name in values:
+                    values[name] = float(values[name])
+            if "inherit_env" in values:
+                if isinstance(values["inherit_env"], str):
+                    raise TypeError("inherit_env must be a list of variable names")
+                values["inherit_env"] = tuple(str(v) for v in values["inherit_env"])
+        except (TypeError, ValueError) as exc:
+            raise BackendMisconfigured(f"invalid local pool options: {exc}") from exc
+        return cls(**values)

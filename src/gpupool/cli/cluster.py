@@ -1,0 +1,51 @@
+"""``gpupool pools`` and ``gpupool whoami``: what capacity exists and who you are to it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from gpupool.cli import output
+from gpupool.cli.context import client
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+def pools(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """List pools with allocated/total GPUs."""
+    with client(ctx) as sdk:
+        found = sdk.pools()
+    if as_json:
+        output.print_json(found)
+        return
+    rows = [
+        (
+            p.name,
+            p.backend,
+            p.gpu_type,
+            f"{p.nodes}x{p.gpus_per_node}",
+            f"{p.gpus_allocated}/{p.gpus_total}",
+            p.dedicated_to,
+        )
+        for p in found
+    ]
+    columns = ("pool", "backend", "gpu type", "nodesxgpus", "allocated/total", "dedicated to")
+    output.stdout().print(output.table(columns, rows))
+
+
+def whoami(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """Show the user behind the token and their team roles."""
+    with client(ctx) as sdk:
+        me = sdk.whoami()
+    if as_json:
+        output.print_json(me)
+        return
+    admin = " (platform admin)" if me.platform_admin else ""
+    teams = ", ".join(f"{team} ({role})" for team, role in sorted(me.teams.items())) or "none"
+    typer.echo(f"user: {me.user}{admin}\nteams: {teams}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("pools")(pools)
+    app.command("whoami")(whoami)

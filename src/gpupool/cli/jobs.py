@@ -1,0 +1,231 @@
+"""Job commands: ``submit``, ``jobs``, ``job``, ``cancel``, ``why``.
+
+Each command is a thin shell over one SDK call: parse flags, call, render. Rules about jobs
+(valid kinds, gpu types, quota) are the server's to enforce; its 422 comes back with the offending
+fields listed, so the CLI does not duplicate them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from gpupool.cli import output
+from gpupool.cli.context import client
+from gpupool.client.models import Job, Page
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+JobId = Annotated[str, typer.Argument(help="Job id.", show_default=False)]
+
+JOB_COLUMNS = ("id", "name", "team", "user", "status", "gpus", "pool", "age")
+
+
+def submit(
+    ctx: typer.Context,
+    command: Annotated[
+        list[str],
+        typer.Argument(
+            help="The command to run; put it after `--`.", metavar="CMD", show_default=False
+        ),
+    ],
+    team: Annotated[
+        str | None, typer.Option(help="Team (optional if you are in one team).")
+    ] = None,
+    gpus: Annotated[int, typer.Option(min=0, help="GPUs per node.")] = 1,
+    gpu_type: Annotated[
+        list[str] | None,
+        typer.Option("--gpu-type", help="Acceptable gpu type; repeat in order of preference."),
+    ] = None,
+    nodes: Annotated[int, typer.Option(min=1, help="Number of nodes.")] = 1,
+    cpus: Annotated[float | None, typer.Option(help="CPUs per node.")] = None,
+    memory_gb: Annotated[float | None, typer.Option(help="Memory per node in GB.")] = None,
+    priority: Annotated[str | None, typer.Option(help="Priority class.")] = None,
+    name: Annotated[str | None, typer.Option(help="Job name.")] = None,
+    kind: Annotated[
+        str | None,
+        typer.Option(help="training | inference | interactive | batch | data-prep."),
+    ] = None,
+    backend: Annotated[str | None, typer.Option(help="Backend, or `auto`.")] = None,
+    env: Annotated[
+        list[str] | None, typer.Option("--env", help="KEY=VALUE environment variable; repeatable.")
+    ] = None,
+    max_runtime: Annotated[
+        int | None, typer.Option(min=1, help="Maximum runtime in seconds.")
+    ] = None,
+    idempotency_key: Annotated[
+        str | None, typer.Option(help="Retrying with the same key returns the same job.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Submit a job: gpupool submit --gpus 2 --gpu-type h100 -- python train.py"""
+    with client(ctx) as sdk:
+        job = sdk.submit(
+            command,
+            team=team,
+            gpus=gpus,
+            gpu_types=gpu_type,
+            nodes=nodes,
+            cpus=cpus,
+            memory_gb=memory_gb,
+            priority_class=priority,
+            name=name,
+            kind=kind,
+            backend=backend,
+            env=parse_env(env or []),
+            max_runtime_s=max_runtime,
+            idempotency_key=idempotency_key,
+        )
+    if as_json:
+        output.print_json(job)
+    else:
+        typer.echo(f"{job.id} {job.status}")
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--env")
+        env[key] = value
+    return env
+
+
+def list_jobs(
+    ctx: typer.Context,
+    team: Annotated[str | None, typer.Option(help="Only this team's jobs.")] = None,
+    status: Annotated[str | None, typer.Option(help="Only jobs in this status.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Jobs per page.")] = 50,
+    all_pages: Annotated[bool, typer.Option("--all", help="Follow cursors to list all.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """List jobs, newest first."""
+    with client(ctx) as sdk:
+        if all_pages:
+            page = Page(items=list(sdk.iter_jobs(team=team, status=status, page_size=limit)))
+        else:
+            page = sdk.jobs(team=team, status=status, limit=limit)
+    if as_json:
+        output.print_json(page)
+        return
+    rows = [
+        (
+            j.id,
+            j.name,
+            j.team,
+            j.user,
+            j.status,
+            output.gpus_label(j),
+            j.pool,
+            output.age(j.submitted_at),
+        )
+        for j in page.items
+    ]
+    output.stdout().print(output.table(JOB_COLUMNS, rows))
+    if page.next_cursor:
+        output.stderr().print(f"(more than {limit} jobs: use --all or a larger --limit)")
+
+
+def show_job(ctx: typer.Context, job_id: JobId, as_json: JsonFlag = False) -> None:
+    """Show one job with its attempts."""
+    with client(ctx) as sdk:
+        job = sdk.job(job_id)
+    if as_json:
+        output.print_json(job)
+        return
+    console = output.stdout()
+    console.print(job_summary(job))
+    if job.attempts:
+        rows = [
+            (
+                a.number,
+                a.status,
+                a.pool,
+                a.gpu_type,
+                " ".join(",".join(map(str, node)) for node in a.devices),
+                output.timestamp(a.started_at),
+                output.timestamp(a.finished_at),
+                a.exit_code,
+                a.message,
+            )
+            for a in job.attempts
+        ]
+        columns = (
+            "#",
+            "status",
+            "pool",
+            "gpu type",
+            "devices",
+            "started",
+            "finished",
+            "exit",
+            "message",
+        )
+        console.print(output.table(columns, rows, title="attempts"))
+
+
+def job_summary(job: Job) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    fields = {
+        "id": job.id,
+        "name": job.name,
+        "team": job.team,
+        "user": job.user,
+        "status": job.status,
+        "priority": f"{job.priority_class} ({job.priority})",
+        "kind": job.kind,
+        "backend": job.backend,
+        "resources": output.gpus_label(job),
+        "command": " ".join(job.command),
+        "pool": job.pool,
+        "attempt": job.attempt,
+        "submitted": output.timestamp(job.submitted_at),
+        "started": output.timestamp(job.started_at),
+        "finished": output.timestamp(job.finished_at),
+        "exit code": job.exit_code,
+        "message": job.message,
+    }
+    for key, value in fields.items():
+        grid.add_row(key, escape(output.cell_text(value)))
+    return grid
+
+
+def cancel(ctx: typer.Context, job_id: JobId, as_json: JsonFlag = False) -> None:
+    """Cancel a job (queued or running)."""
+    with client(ctx) as sdk:
+        job = sdk.cancel(job_id)
+    if as_json:
+        output.print_json(job)
+    else:
+        typer.echo(f"{job.id} {job.status}")
+
+
+def why(ctx: typer.Context, job_id: JobId, as_json: JsonFlag = False) -> None:
+    """Explain why a job is still pending, per gpu type."""
+    with client(ctx) as sdk:
+        report = sdk.why(job_id)
+    if as_json:
+        output.print_json(report)
+        return
+    console = output.stdout()
+    considered = output.timestamp(report.last_considered_at)
+    console.print(f"{escape(report.job_id)} {report.status}: {escape(report.summary)}")
+    console.print(f"last considered: {considered}")
+    if report.reasons:
+        rows = [(r.gpu_type, r.code, r.message) for r in report.reasons]
+        console.print(output.table(("gpu type", "reason", "message"), rows))
+
+
+def register(app: typer.Typer) -> None:
+    # allow_interspersed_args=False: everything after the first argument belongs to the job's
+    # command, so `gpupool submit --gpus 2 python train.py --lr 3` works even without `--`.
+    app.command("submit", context_settings={"allow_interspersed_args": False})(submit)
+    app.command("jobs")(list_jobs)
+    app.command("job")(show_job)
+    app.command("cancel")(cancel)
+    app.command("why")(why)

@@ -1,0 +1,134 @@
+"""Operator commands: ``server``, ``token``, ``config``.
+
+Unlike the user commands these work on the local store and configuration, not through the
+REST API, so their server-side imports are done inside each command: the user commands
+never load them.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpupool.cli.exit_codes import REJECTED
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="Cluster configuration YAML (see examples/demo.yaml)."),
+]
+HomeOption = Annotated[
+    Path | None, typer.Option(help="State directory (default: $GPUPOOL_HOME, else ./.gpupool).")
+]
+
+
+def _fail(message: str, code: int = REJECTED) -> typer.Exit:
+    typer.secho(f"error: {message}", fg="red", err=True)
+    return typer.Exit(code)
+
+
+def server(
+    config: ConfigOption = None,
+    host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8080).")] = None,
+    home: HomeOption = None,
+    log_level: Annotated[str | None, typer.Option(help="debug, info, warning, error.")] = None,
+) -> None:
+    """Run the control plane (API + scheduler) on this machine."""
+    from gpupool.config import load_settings
+    from gpupool.core.errors import ConfigInvalid
+    from gpupool.server.serve import serve
+    from gpupool.spec.problems import format_problems
+
+    settings = load_settings(home=home, host=host, port=port, log_level=log_level)
+    try:
+        serve(settings, config, echo=typer.echo)
+    except ConfigInvalid as exc:
+        if exc.details:
+            typer.echo(format_problems(exc.details), err=True)
+        raise _fail(exc.message) from None
+
+
+token_app = typer.Typer(help="Manage API tokens (operator: works on the local store).")
+
+
+@token_app.command("create")
+def token_create(
+    user: Annotated[str, typer.Argument(help="A user of the configuration.")],
+    ttl_days: Annotated[
+        float | None, typer.Option(help="Expire after this many days (default: never).")
+    ] = None,
+    description: Annotated[str, typer.Option(help="Why the token exists.")] = "",
+    home: HomeOption = None,
+) -> None:
+    """Print a new API token for USER."""
+    from gpupool.auth.tokens import create_token
+    from gpupool.config import load_settings
+    from gpupool.controller.clock import SystemClock
+    from gpupool.core.errors import ConfigInvalid
+    from gpupool.server.serve import resolve_config
+    from gpupool.state.db import make_engine, session_factory
+
+    settings = load_settings(home=home)
+    try:
+        config = resolve_config(settings, None)
+    except ConfigInvalid as exc:
+        raise _fail(exc.message) from None
+    if user not in config.users:
+        raise _fail(f"unknown user {user!r}; users: {', '.join(sorted(config.users))}")
+    engine = make_engine(settings.database_url)
+    ttl = timedelta(days=ttl_days) if ttl_days else None
+    with session_factory(engine).begin() as session:
+        issued = create_token(session, user, SystemClock().now(), ttl=ttl, description=description)
+    engine.dispose()
+    typer.echo(issued.secret)
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[str, typer.Argument(help="The id part of the token (gpt_<id>_...).")],
+    home: HomeOption = None,
+) -> None:
+    """Revoke a token at once."""
+    from gpupool.auth.tokens import revoke_token
+    from gpupool.config import load_settings
+    from gpupool.controller.clock import SystemClock
+    from gpupool.core.errors import NotFound
+    from gpupool.state.db import make_engine, session_factory, upgrade
+
+    engine = make_engine(load_settings(home=home).database_url)
+    upgrade(engine)
+    try:
+        with session_factory(engine).begin() as session:
+            revoke_token(session, token_id, SystemClock().now())
+    except NotFound as exc:
+        raise _fail(exc.message, 3) from None
+    finally:
+        engine.dispose()
+    typer.echo(f"revoked {token_id}")
+
+
+config_app = typer.Typer(help="Check cluster configuration files.")
+
+
+@config_app.command("validate")
+def config_validate(
+    file: Annotated[Path, typer.Argument(help="The YAML file to check.")],
+) -> None:
+    """Report every problem of FILE with its line, field path and a hint."""
+    from gpupool.spec.load import validate_config_file
+    from gpupool.spec.problems import format_problems
+
+    problems = validate_config_file(file)
+    if problems:
+        typer.echo(format_problems(problems), err=True)
+        raise _fail(f"{len(problems)} problem(s) in {file}")
+    typer.echo(f"{file}: ok")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("server")(server)
+    app.add_typer(token_app, name="token")
+    app.add_typer(config_app, name="config")

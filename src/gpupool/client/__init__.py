@@ -1,0 +1,57 @@
+"""Python SDK for the gpupool REST API (DESIGN §7).
+
+``Client`` (sync) and ``AsyncClient`` speak HTTP to ``/v1`` and return read models from
+``gpupool.client.models``; any error body comes back as a typed exception from
+``gpupool.client.errors``. The SDK imports nothing server-side, so it can be installed and used
+on a laptop that only talks to a remote control plane.
+"""
+
+from gpupool.client.async_sdk import AsyncClient
+from gpupool.client.errors import (
+    ConfigInvalid,
+    Conflict,
+    ConnectionFailed,
+    Forbidden,
+    GpupoolError,
+    InvalidRequest,
+    NotFound,
+    ServerError,
+    Unauthenticated,
+)
+from gpupool.client.models import (
+    Attempt,
+    Job,
+    Page,
+    Pool,
+    Reason,
+    Resources,
+    Team,
+    TeamQuota,
+    WhoAmI,
+    WhyReport,
+)
+from gpupool.client.sdk import Client
+
+__all__ = [
+    "AsyncClient",
+    "Attempt",
+    "Client",
+    "ConfigInvalid",
+    "Conflict",
+    "ConnectionFailed",
+    "Forbidden",
+    "GpupoolError",
+    "InvalidRequest",
+    "Job",
+    "NotFound",
+    "Page",
+    "Pool",
+    "Reason",
+    "Resources",
+    "ServerError",
+    "Team",
+    "TeamQuota",
+    "Unauthenticated",
+    "WhoAmI",
+    "WhyReport",
+]

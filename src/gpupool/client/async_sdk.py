@@ -1,0 +1,138 @@
+"""The asynchronous SDK: the job methods of ``Client`` over ``httpx.AsyncClient``.
+
+A deliberate subset (submit, jobs, iter_jobs, job, cancel, logs, why, whoami): what services
+that drive gpupool from an event loop need. Requests are built by ``gpupool.client.wire`` exactly
+as the sync client builds them, and errors map through the same table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Self
+
+import httpx
+
+from gpupool.client import wire
+from gpupool.client.errors import display_url, map_transport_errors, raise_for_response
+from gpupool.client.models import Job, Page, WhoAmI, WhyReport
+from gpupool.client.settings import resolve
+
+
+class AsyncClient:
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = 30,
+    ) -> None:
+        settings = resolve(url, token)
+        self.url = settings.url
+        self._http = httpx.AsyncClient(
+            base_url=settings.url,
+            headers=wire.base_headers(settings.token),
+            transport=transport,
+            timeout=timeout,
+        )
+
+    def __repr__(self) -> str:
+        return f"AsyncClient(url={display_url(self.url)!r})"
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def submit(
+        self,
+        command: list[str],
+        *,
+        team: str | None = None,
+        gpus: int = 1,
+        gpu_types: list[str] | None = None,
+        nodes: int = 1,
+        cpus: float | None = None,
+        memory_gb: float | None = None,
+        priority_class: str | None = None,
+        name: str | None = None,
+        kind: str | None = None,
+        env: dict[str, str] | None = None,
+        max_runtime_s: int | None = None,
+        idempotency_key: str | None = None,
+        backend: str | None = None,
+        inputs: list[str] | None = None,
+        outputs: list[str] | None = None,
+    ) -> Job:
+        """See ``Client.submit``."""
+        body = wire.submit_body(
+            command,
+            team=team,
+            gpus=gpus,
+            gpu_types=gpu_types,
+            nodes=nodes,
+            cpus=cpus,
+            memory_gb=memory_gb,
+            priority_class=priority_class,
+            name=name,
+            kind=kind,
+            backend=backend,
+            env=env,
+            inputs=inputs,
+            outputs=outputs,
+            max_runtime_s=max_runtime_s,
+        )
+        headers = wire.submit_headers(idempotency_key)
+        answer = await self._request("POST", f"{wire.API}/jobs", json=body, headers=headers)
+        return Job.model_validate(answer)
+
+    async def jobs(
+        self,
+        team: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        params = wire.jobs_params(team, status, limit, cursor)
+        return Page.model_validate(await self._request("GET", f"{wire.API}/jobs", params=params))
+
+    async def iter_jobs(
+        self, team: str | None = None, status: str | None = None, page_size: int = 50
+    ) -> AsyncIterator[Job]:
+        cursor: str | None = None
+        while True:
+            page = await self.jobs(team=team, status=status, limit=page_size, cursor=cursor)
+            for job in page.items:
+                yield job
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def job(self, job_id: str) -> Job:
+        return Job.model_validate(await self._request("GET", wire.job_path(job_id)))
+
+    async def cancel(self, job_id: str) -> Job:
+        return Job.model_validate(await self._request("POST", wire.job_path(job_id, "cancel")))
+
+    async def logs(self, job_id: str, offset: int = 0) -> tuple[bytes, int, bool]:
+        response = await self._send("GET", wire.job_path(job_id, "logs"), params={"offset": offset})
+        return wire.logs_result(response, offset)
+
+    async def why(self, job_id: str) -> WhyReport:
+        return WhyReport.model_validate(await self._request("GET", wire.job_path(job_id, "why")))
+
+    async def whoami(self) -> WhoAmI:
+        return WhoAmI.model_validate(await self._request("GET", f"{wire.API}/whoami"))
+
+    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        with map_transport_errors(self.url):
+            response = await self._http.request(method, path, **kwargs)
+        raise_for_response(response)
+        return response
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        return (await self._send(method, path, **kwargs)).json()

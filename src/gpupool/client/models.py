@@ -1,0 +1,139 @@
+"""Read models for API answers (DESIGN §7).
+
+Read models ignore unknown fields and give every field the server may add later a default
+(STYLE §10), so an older SDK keeps working against a newer server. They are frozen: a model is a
+record of what the server said, not something to edit and send back. Write bodies are built as
+plain dicts in ``gpupool.client.wire``; the server's write models reject unknown fields.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+JobStatus = Literal[
+    "queued", "admitted", "running", "succeeded", "failed", "cancelled", "preempted", "lost"
+]
+# Terminal states: the job will not run again.
+FINISHED_STATUSES = frozenset({"succeeded", "failed", "cancelled", "lost"})
+
+
+class ReadModel(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Resources(ReadModel):
+    gpus: int = 1
+    gpu_types: list[str] | None = None
+    nodes: int = 1
+    cpus: float | None = None
+    memory_gb: float | None = None
+
+
+class Attempt(ReadModel):
+    number: int
+    status: str
+    pool: str | None = None
+    gpu_type: str | None = None
+    devices: list[list[int]] = Field(default_factory=list)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+    message: str = ""
+
+
+class Job(ReadModel):
+    id: str
+    name: str = ""
+    team: str = ""
+    user: str = ""
+    # A plain str, not JobStatus: a status added by a newer server must not break parsing.
+    status: str
+    priority_class: str = ""
+    priority: int = 0
+    kind: str = ""
+    backend: str = ""
+    command: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    resources: Resources = Resources()
+    max_runtime_s: int | None = None
+    inputs: list[str] = Field(default_factory=list)
+    outputs: list[str] = Field(default_factory=list)
+    submitted_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    attempt: int = 0
+    pool: str | None = None
+    gpu_type: str | None = None
+    exit_code: int | None = None
+    message: str = ""
+    # Only ``GET /v1/jobs/{id}`` fills this; list answers leave it empty.
+    attempts: list[Attempt] = Field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+
+class Page(ReadModel):
+    """One page of ``GET /v1/jobs``; pass ``next_cursor`` back to get the next one."""
+
+    items: list[Job] = Field(default_factory=list)
+    next_cursor: str | None = None
+
+
+class Reason(ReadModel):
+    gpu_type: str = ""
+    code: str = ""
+    message: str = ""
+
+
+class WhyReport(ReadModel):
+    job_id: str
+    status: str
+    last_considered_at: datetime | None = None
+    summary: str = ""
+    reasons: list[Reason] = Field(default_factory=list)
+
+
+class TeamQuota(ReadModel):
+    nominal: int = 0
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+    used: int = 0
+    borrowed: int = 0
+
+
+class Team(ReadModel):
+    name: str
+    cohort: str | None = None
+    weight: float = 1.0
+    quota: dict[str, TeamQuota] = Field(default_factory=dict)
+    # Only ``GET /v1/teams/{team}`` fills this.
+    members: dict[str, str] = Field(default_factory=dict)
+    queued: int = 0
+    running: int = 0
+
+
+class Pool(ReadModel):
+    name: str
+    backend: str = ""
+    gpu_type: str = ""
+    nodes: int = 0
+    gpus_per_node: int = 0
+    gpus_total: int = 0
+    gpus_allocated: int = 0
+    dedicated_to: str | None = None
+
+
+class WhoAmI(ReadModel):
+    user: str
+    platform_admin: bool = False
+    teams: dict[str, str] = Field(default_factory=dict)
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    """JSON-ready dict of a read model (datetimes as ISO strings)."""
+    return model.model_dump(mode="json")

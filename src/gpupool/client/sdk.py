@@ -1,0 +1,192 @@
+"""The synchronous SDK: one method per REST endpoint of DESIGN §7.
+
+    with Client() as gp:                      # GPUPOOL_URL / GPUPOOL_TOKEN, or pass them
+        job = gp.submit(["python", "train.py"], gpus=2, gpu_types=["h100", "a100"])
+        for chunk in gp.follow_logs(job.id):
+            sys.stdout.buffer.write(chunk)
+
+Every method returns a read model or raises a ``GpupoolError`` subclass; httpx exceptions never
+escape. Tests (and anyone embedding the SDK) pass ``transport=`` — e.g. ``httpx.MockTransport`` or
+``gpupool.client.testing.FakeApi().transport`` — instead of patching anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Self
+
+import httpx
+
+from gpupool.client import wire
+from gpupool.client.errors import display_url, map_transport_errors, raise_for_response
+from gpupool.client.models import Job, Page, Pool, Team, WhoAmI, WhyReport
+from gpupool.client.settings import resolve
+
+
+class Client:
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = 30,
+    ) -> None:
+        settings = resolve(url, token)
+        self.url = settings.url
+        self._timeout = timeout
+        self._http = httpx.Client(
+            base_url=settings.url,
+            headers=wire.base_headers(settings.token),
+            transport=transport,
+            timeout=timeout,
+        )
+
+    def __repr__(self) -> str:
+        return f"Client(url={display_url(self.url)!r})"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        command: list[str],
+        *,
+        team: str | None = None,
+        gpus: int = 1,
+        gpu_types: list[str] | None = None,
+        nodes: int = 1,
+        cpus: float | None = None,
+        memory_gb: float | None = None,
+        priority_class: str | None = None,
+        name: str | None = None,
+        kind: str | None = None,
+        env: dict[str, str] | None = None,
+        max_runtime_s: int | None = None,
+        idempotency_key: str | None = None,
+        backend: str | None = None,
+        inputs: list[str] | None = None,
+        outputs: list[str] | None = None,
+    ) -> Job:
+        """Submit a job. ``gpus`` is per node; ``gpu_types`` is an ordered preference.
+
+        With the same ``idempotency_key`` a retry returns the job created the first time.
+        """
+        body = wire.submit_body(
+            command,
+            team=team,
+            gpus=gpus,
+            gpu_types=gpu_types,
+            nodes=nodes,
+            cpus=cpus,
+            memory_gb=memory_gb,
+            priority_class=priority_class,
+            name=name,
+            kind=kind,
+            backend=backend,
+            env=env,
+            inputs=inputs,
+            outputs=outputs,
+            max_runtime_s=max_runtime_s,
+        )
+        headers = wire.submit_headers(idempotency_key)
+        return Job.model_validate(
+            self._request("POST", f"{wire.API}/jobs", json=body, headers=headers)
+        )
+
+    def jobs(
+        self,
+        team: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        """One page of jobs, newest first as the server orders them."""
+        params = wire.jobs_params(team, status, limit, cursor)
+        return Page.model_validate(self._request("GET", f"{wire.API}/jobs", params=params))
+
+    def iter_jobs(
+        self, team: str | None = None, status: str | None = None, page_size: int = 50
+    ) -> Iterator[Job]:
+        """Every matching job, fetching pages lazily by following ``next_cursor``."""
+        cursor: str | None = None
+        while True:
+            page = self.jobs(team=team, status=status, limit=page_size, cursor=cursor)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def job(self, job_id: str) -> Job:
+        """One job with its attempts."""
+        return Job.model_validate(self._request("GET", wire.job_path(job_id)))
+
+    def cancel(self, job_id: str) -> Job:
+        return Job.model_validate(self._request("POST", wire.job_path(job_id, "cancel")))
+
+    def logs(self, job_id: str, offset: int = 0) -> tuple[bytes, int, bool]:
+        """Log bytes from ``offset``: ``(data, next_offset, complete)``."""
+        response = self._send("GET", wire.job_path(job_id, "logs"), params={"offset": offset})
+        return wire.logs_result(response, offset)
+
+    def follow_logs(self, job_id: str, offset: int = 0) -> Iterator[bytes]:
+        """Stream log bytes as they are written; the iterator ends when the job has finished."""
+        # No read timeout: a healthy job may print nothing for longer than ``timeout``.
+        timeout = httpx.Timeout(self._timeout, read=None)
+        params = {"offset": offset, "follow": "true"}
+        with (
+            map_transport_errors(self.url),
+            self._http.stream(
+                "GET", wire.job_path(job_id, "logs"), params=params, timeout=timeout
+            ) as response,
+        ):
+            if not response.is_success:
+                response.read()
+                raise_for_response(response)
+            yield from response.iter_bytes()
+
+    def why(self, job_id: str) -> WhyReport:
+        """Why a job is still pending, per gpu type."""
+        return WhyReport.model_validate(self._request("GET", wire.job_path(job_id, "why")))
+
+    # -- teams, pools, identity ------------------------------------------------------------
+
+    def teams(self) -> list[Team]:
+        body = self._request("GET", f"{wire.API}/teams")
+        return [Team.model_validate(item) for item in body.get("items", [])]
+
+    def team(self, name: str) -> Team:
+        """One team, including its members."""
+        return Team.model_validate(self._request("GET", wire.team_path(name)))
+
+    def pools(self) -> list[Pool]:
+        body = self._request("GET", f"{wire.API}/pools")
+        return [Pool.model_validate(item) for item in body.get("items", [])]
+
+    def whoami(self) -> WhoAmI:
+        return WhoAmI.model_validate(self._request("GET", f"{wire.API}/whoami"))
+
+    def health(self) -> dict[str, Any]:
+        """``GET /healthz`` (needs no token); raises ``ConnectionFailed`` if nobody answers."""
+        return self._request("GET", "/healthz")
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        with map_transport_errors(self.url):
+            response = self._http.request(method, path, **kwargs)
+        raise_for_response(response)
+        return response
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._send(method, path, **kwargs).json()

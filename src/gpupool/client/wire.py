@@ -1,0 +1,106 @@
+"""Request building and answer parsing shared by ``Client`` and ``AsyncClient``.
+
+Pure functions, no I/O: the two clients differ only in how they send, so everything about
+*what* is sent (paths, bodies, query strings, headers) and how answers are read lives here once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from gpupool import __version__
+
+API = "/v1"
+USER_AGENT = f"gpupool-client/{__version__}"
+
+
+def base_headers(token: str | None) -> dict[str, str]:
+    headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+def job_path(job_id: str, action: str = "") -> str:
+    # Quote the id so that a hostile or mistyped id ("../teams") cannot address another route.
+    path = f"{API}/jobs/{quote(job_id, safe='')}"
+    return f"{path}/{action}" if action else path
+
+
+def team_path(team: str) -> str:
+    return f"{API}/teams/{quote(team, safe='')}"
+
+
+def drop_none(values: dict[str, Any]) -> dict[str, Any]:
+    """Leave unset options out so the server applies its own defaults."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def submit_body(
+    command: list[str],
+    *,
+    team: str | None,
+    gpus: int,
+    gpu_types: list[str] | None,
+    nodes: int,
+    cpus: float | None,
+    memory_gb: float | None,
+    priority_class: str | None,
+    name: str | None,
+    kind: str | None,
+    backend: str | None,
+    env: dict[str, str] | None,
+    inputs: list[str] | None,
+    outputs: list[str] | None,
+    max_runtime_s: int | None,
+) -> dict[str, Any]:
+    if isinstance(command, str):
+        # A bare string would be sent as one argv element and fail on the node; say so now.
+        raise TypeError("command must be a list of arguments, e.g. ['python', 'train.py']")
+    resources = drop_none(
+        {
+            "gpus": gpus,
+            "gpu_types": list(gpu_types) if gpu_types else None,
+            "nodes": nodes,
+            "cpus": cpus,
+            "memory_gb": memory_gb,
+        }
+    )
+    return drop_none(
+        {
+            "name": name,
+            "team": team,
+            "command": list(command),
+            "resources": resources,
+            "priority_class": priority_class,
+            "kind": kind,
+            "backend": backend,
+            "env": dict(env) if env else None,
+            "inputs": list(inputs) if inputs else None,
+            "outputs": list(outputs) if outputs else None,
+            "max_runtime_s": max_runtime_s,
+        }
+    )
+
+
+def submit_headers(idempotency_key: str | None) -> dict[str, str]:
+    # The header (not the body field) so that retries of the same body stay byte-identical.
+    return {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+
+
+def jobs_params(
+    team: str | None, status: str | None, limit: int | None, cursor: str | None
+) -> dict[str, Any]:
+    return drop_none({"team": team, "status": status, "limit": limit, "cursor": cursor})
+
+
+def logs_result(response: httpx.Response, offset: int) -> tuple[bytes, int, bool]:
+    """``(data, next_offset, complete)`` from a ``GET .../logs`` answer."""
+    data = response.content
+    header = response.headers.get("X-Next-Offset")
+    next_offset = int(header) if header is not None else offset + len(data)
+    complete = response.headers.get("X-Log-Complete", "false").lower() == "true"
+    return data, next_offset, complete

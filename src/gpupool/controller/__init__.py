@@ -1,0 +1,1 @@
+"""The control loop: schedule → dispatch → sync backends → record events (DESIGN §1)."""

@@ -1,0 +1,53 @@
+"""The execution service: the only caller of backend adapters (X1).
+
+Submissions run on a small thread pool so a slow backend never blocks the scheduling loop;
+the result (a handle or a classified error) is handed back through a callback that the
+controller applies on its next tick. Every call is translated into the backend error
+classes, so callers deal with three outcomes only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from gpupool.backends.base import BackendStatus, JobHandle, JobSpec, LogChunk
+from gpupool.backends.errors import BackendError, BackendUnavailable
+from gpupool.backends.registry import Registry
+
+log = logging.getLogger(__name__)
+
+SubmitResult = JobHandle | BackendError
+
+
+class ExecutionService:
+    def __init__(self, registry: Registry, workers: int = 4) -> None:
+        self._registry = registry
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpupool-exec")
+
+    def submit(self, spec: JobSpec, done: Callable[[JobSpec, SubmitResult], None]) -> Future[None]:
+        def run() -> None:
+            try:
+                result: SubmitResult = self._registry.get(spec.pool).submit(spec)
+            except BackendError as exc:
+                result = exc
+            except Exception as exc:  # an adapter bug must not kill the worker silently
+                log.exception("backend submit of %s crashed", spec.key)
+                result = BackendUnavailable(f"backend error: {type(exc).__name__}")
+            done(spec, result)
+
+        return self._pool.submit(run)
+
+    def poll(self, pool: str, handles: Sequence[JobHandle]) -> Mapping[str, BackendStatus]:
+        return self._registry.get(pool).poll(handles)
+
+    def cancel(self, handle: JobHandle, grace_s: float) -> None:
+        self._registry.get(handle.pool).cancel(handle, grace_s)
+
+    def logs(self, handle: JobHandle, offset: int) -> LogChunk:
+        return self._registry.get(handle.pool).logs(handle, offset)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=False)
+        self._registry.close()

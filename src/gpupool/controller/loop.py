@@ -1,0 +1,361 @@
+"""The controller: one thread that schedules, dispatches, syncs and cancels.
+
+Each tick (on a timer, or at once when :meth:`Controller.wake` is called):
+
+1. sync      poll backends for every active attempt with a handle; apply transitions
+2. cancel    send cancellation for jobs whose cancel was requested
+3. schedule  build a snapshot, ``run_cycle``, persist admissions and reasons in one transaction
+4. dispatch  submit every admitted attempt without a handle that is not already in flight
+
+Crash safety (X3): an admission is persisted (attempt row, status ``admitted``) before it is
+submitted, and backends are idempotent on the attempt key, so after a crash step 4 simply
+submits again whatever has no handle: a run that had started is found, not duplicated.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import and_, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from gpupool.backends.base import BackendStatus, JobHandle, JobSpec, PosixIdentity
+from gpupool.backends.errors import BackendError, BackendUnavailable
+from gpupool.controller.clock import Clock
+from gpupool.controller.execution import ExecutionService, SubmitResult
+from gpupool.controller.snapshot import build_snapshot, policy_for
+from gpupool.controller.transitions import apply_status, finish_job, requeue
+from gpupool.core.jobs import ACTIVE, JobStatus
+from gpupool.scheduler import Admission, CycleResult, run_cycle
+from gpupool.spec.models import ClusterConfig
+from gpupool.state.models import AttemptRow, ControllerStateRow, EventRow, JobRow
+
+log = logging.getLogger(__name__)
+
+_ACTIVE = [s.value for s in ACTIVE]
+
+
+@dataclass
+class TickStats:
+    admitted: int = 0
+    pending: int = 0
+    cycle_ms: float = 0.0
+
+
+class Controller:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        config: Callable[[], ClusterConfig],
+        execution: ExecutionService,
+        clock: Clock,
+    ) -> None:
+        self._sessions = sessions
+        self._config = config
+        self._execution = execution
+        self._clock = clock
+        self._inflight: set[int] = set()  # attempt ids whose submit is running
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last = TickStats()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="gpupool-controller", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # keep serving: one bad tick must not stop scheduling
+                log.exception("controller tick failed")
+            self._wake.wait(self._config().scheduler.cycle_interval_s)
+            self._wake.clear()
+
+    # -- the tick -------------------------------------------------------------------------
+
+    def tick(self) -> TickStats:
+        self.sync()
+        self.send_cancels()
+        stats = self.schedule()
+        self.dispatch()
+        self.last = stats
+        return stats
+
+    def sync(self) -> None:
+        with self._sessions() as session:
+            rows = session.execute(
+                select(AttemptRow.pool, AttemptRow.handle).where(
+                    AttemptRow.status.in_(_ACTIVE), AttemptRow.handle.is_not(None)
+                )
+            ).all()
+        by_pool: dict[str, list[JobHandle]] = defaultdict(list)
+        for pool, handle in rows:
+            by_pool[pool].append(JobHandle.from_dict(handle))
+        for pool, handles in sorted(by_pool.items()):
+            try:
+                statuses = self._execution.poll(pool, handles)
+            except BackendError as exc:
+                log.warning("cannot poll pool %s: %s", pool, exc)
+                continue
+            self._apply_statuses(statuses)
+
+    def _apply_statuses(self, statuses: Mapping[str, BackendStatus]) -> None:
+        now = self._clock.now()
+        with self._sessions.begin() as session:
+            for key, status in statuses.items():
+                job_id, _, number = key.rpartition(".")
+                found = self._current(session, job_id, int(number))
+                if found is not None:
+                    apply_status(session, found[0], found[1], status, now)
+
+    def _current(
+        self, session: Session, job_id: str, number: int
+    ) -> tuple[JobRow, AttemptRow] | None:
+        job = session.get(JobRow, job_id)
+        attempt = session.scalar(
+            select(AttemptRow).where(AttemptRow.job_id == job_id, AttemptRow.number == number)
+        )
+        if job is None or attempt is None or attempt.status not in _ACTIVE:
+            return None
+        return job, attempt
+
+    def send_cancels(self) -> None:
+        grace = self._config().scheduler.grace_period_s
+        with self._sessions() as session:
+            targets = session.execute(
+                select(AttemptRow.id, AttemptRow.handle)
+                .join(
+                    JobRow,
+                    and_(JobRow.id == AttemptRow.job_id, JobRow.attempt == AttemptRow.number),
+                )
+                .where(
+                    JobRow.cancel_requested.is_(True),
+                    AttemptRow.status.in_(_ACTIVE),
+                    AttemptRow.handle.is_not(None),
+                    AttemptRow.cancel_sent.is_(False),
+                )
+            ).all()
+        for attempt_id, handle in targets:
+            try:
+                self._execution.cancel(JobHandle.from_dict(handle), grace)
+            except BackendError as exc:
+                log.warning("cancel of attempt %s failed, will retry: %s", attempt_id, exc)
+                continue
+            with self._sessions.begin() as session:
+                session.execute(
+                    update(AttemptRow).where(AttemptRow.id == attempt_id).values(cancel_sent=True)
+                )
+
+    def schedule(self) -> TickStats:
+        config = self._config()
+        now = self._clock.now()
+        with self._sessions() as session:
+            queued = list(
+                session.scalars(select(JobRow).where(JobRow.status == JobStatus.QUEUED.value))
+            )
+            active = [
+                (job, attempt)
+                for job, attempt in session.execute(
+                    select(JobRow, AttemptRow)
+                    .join(
+                        AttemptRow,
+                        and_(AttemptRow.job_id == JobRow.id, AttemptRow.number == JobRow.attempt),
+                    )
+                    .where(JobRow.status.in_(_ACTIVE))
+                ).tuples()
+            ]
+        snapshot = build_snapshot(config, now.timestamp(), queued, active)
+        started = self._clock.monotonic()
+        result = run_cycle(snapshot, policy_for(config))
+        cycle_ms = (self._clock.monotonic() - started) * 1000
+        if result.preemptions:
+            log.warning(
+                "preemption decisions are not carried out yet: %d ignored", len(result.preemptions)
+            )
+        self._persist(result, {j.id: j for j in queued}, now)
+        log.debug(
+            "cycle: %d queued, %d active, %d admitted in %.1f ms",
+            len(queued),
+            len(active),
+            len(result.admissions),
+            cycle_ms,
+        )
+        return TickStats(len(result.admissions), len(result.pending), cycle_ms)
+
+    def _persist(self, result: CycleResult, queued: dict[str, JobRow], now: datetime) -> None:
+        with self._sessions.begin() as session:
+            for admission in result.admissions:
+                self._admit(session, queued[admission.job_id], admission, now)
+            for job_id, reasons in result.pending.items():
+                new = [
+                    {"gpu_type": r.gpu_type, "code": r.code.value, "message": r.message}
+                    for r in reasons
+                ]
+                if job_id in queued and queued[job_id].pending_reasons != new:
+                    session.execute(
+                        update(JobRow)
+                        .where(JobRow.id == job_id, JobRow.status == JobStatus.QUEUED.value)
+                        .values(pending_reasons=new, reasons_at=now)
+                    )
+            state = session.get(ControllerStateRow, 1)
+            if state is None:
+                session.add(ControllerStateRow(id=1, last_cycle_at=now, holder=""))
+            else:
+                state.last_cycle_at = now
+
+    def _admit(self, session: Session, job: JobRow, admission: Admission, now: datetime) -> None:
+        number = job.attempt + 1
+        # Conditional on the row being unchanged since the snapshot: a cancel that raced
+        # with this cycle wins and the admission is dropped.
+        won = session.execute(
+            update(JobRow)
+            .where(
+                JobRow.id == job.id,
+                JobRow.status == JobStatus.QUEUED.value,
+                JobRow.attempt == job.attempt,
+            )
+            .values(
+                status=JobStatus.ADMITTED.value,
+                attempt=number,
+                pool=admission.pool,
+                gpu_type=admission.gpu_type,
+                pending_reasons=[],
+                reasons_at=now,
+                message="",
+            )
+        ).rowcount
+        if not won:
+            return
+        session.add(
+            AttemptRow(
+                job_id=job.id,
+                number=number,
+                status=JobStatus.ADMITTED.value,
+                pool=admission.pool,
+                gpu_type=admission.gpu_type,
+                placements=[
+                    {"node": p.node, "devices": list(p.devices)} for p in admission.placements
+                ],
+                borrowed=admission.borrowed,
+                admitted_at=now,
+                message="",
+                cancel_sent=False,
+            )
+        )
+        session.add(
+            EventRow(
+                job_id=job.id,
+                at=now,
+                kind="admitted",
+                message=f"attempt {number} on {admission.pool} ({admission.gpu_type})",
+            )
+        )
+
+    # -- dispatch -------------------------------------------------------------------------
+
+    def dispatch(self) -> None:
+        config = self._config()
+        with self._sessions() as session:
+            rows = (
+                session.execute(
+                    select(JobRow, AttemptRow)
+                    .join(
+                        AttemptRow,
+                        and_(AttemptRow.job_id == JobRow.id, AttemptRow.number == JobRow.attempt),
+                    )
+                    .where(
+                        AttemptRow.status == JobStatus.ADMITTED.value, AttemptRow.handle.is_(None)
+                    )
+                )
+                .tuples()
+                .all()
+            )
+        for job, attempt in rows:
+            with self._lock:
+                if attempt.id in self._inflight:
+                    continue
+                self._inflight.add(attempt.id)
+            spec = job_spec(job, attempt, config)
+            self._execution.submit(spec, lambda s, r, aid=attempt.id: self._submitted(aid, s, r))
+
+    def _submitted(self, attempt_id: int, spec: JobSpec, result: SubmitResult) -> None:
+        try:
+            self._record_submission(attempt_id, spec, result)
+        except Exception:
+            log.exception("recording the submission of %s failed", spec.key)
+        finally:
+            with self._lock:
+                self._inflight.discard(attempt_id)
+            self.wake()
+
+    def _record_submission(self, attempt_id: int, spec: JobSpec, result: SubmitResult) -> None:
+        now = self._clock.now()
+        with self._sessions.begin() as session:
+            attempt = session.get(AttemptRow, attempt_id)
+            job = session.get(JobRow, spec.job_id)
+            if attempt is None or job is None or attempt.status != JobStatus.ADMITTED.value:
+                return
+            if isinstance(result, JobHandle):
+                attempt.handle = result.to_dict()
+                session.add(
+                    EventRow(
+                        job_id=job.id,
+                        at=now,
+                        kind="dispatched",
+                        message=f"{result.backend} {result.provider_id}",
+                    )
+                )
+                return
+            attempt.finished_at = now
+            attempt.message = str(result)
+            if isinstance(result, BackendUnavailable):
+                attempt.status = JobStatus.LOST.value
+                requeue(session, job, now, f"backend unavailable: {result}")
+            else:
+                attempt.status = JobStatus.FAILED.value
+                finish_job(
+                    session, job, JobStatus.FAILED, now, None, f"rejected by backend: {result}"
+                )
+
+
+def job_spec(job: JobRow, attempt: AttemptRow, config: ClusterConfig) -> JobSpec:
+    user = config.users.get(job.user)
+    posix = None if user is None else PosixIdentity(user.uid, user.gid, tuple(user.groups))
+    return JobSpec(
+        job_id=job.id,
+        attempt=attempt.number,
+        team=job.team,
+        user=job.user,
+        command=tuple(job.command),
+        pool=attempt.pool,
+        gpu_type=attempt.gpu_type,
+        gpus_per_node=job.gpus,
+        nodes=job.nodes,
+        cpus=job.cpus,
+        memory_gb=job.memory_gb,
+        env=dict(job.env),
+        max_runtime_s=job.max_runtime_s,
+        posix=posix,
+        devices=tuple(tuple(int(d) for d in p["devices"]) for p in attempt.placements),
+        inputs=tuple(job.inputs),
+        outputs=tuple(job.outputs),
+    )

@@ -1,0 +1,1 @@
+"""Pure domain types: no I/O, no clock, no environment. Imports nothing else of gpupool."""

@@ -1,0 +1,155 @@
+"""Quota arithmetic for one team and one gpu type, and the cohort balance it borrows from.
+
+All quantities are whole GPUs of one gpu type. ``used`` is what a team's admitted and running
+jobs hold now. Definitions (DESIGN §5.3, Kueue semantics):
+
+* ``borrowed(used) = max(0, used - nominal)``: usage above nominal is borrowed from the cohort.
+* ``lendable(used) = min(max(0, nominal - used), lending_limit)`` (no limit = no cap): the part of
+  a team's unused nominal that other members of its cohort may borrow.
+* ``ceiling = nominal + borrowing_limit`` (no limit = unbounded): a team never holds more.
+
+A :class:`CohortBalance` sums both over every member of a cohort: ``L = Σ lendable`` and
+``B = Σ borrowed``. A team never both borrows and lends (one of the two terms is always 0).
+
+Cohort invariant: ``B <= L``. It means the borrowed GPUs can be attributed to lenders so that no
+member lends more than ``min(unused nominal, lending limit)``. Borrowing is admitted only while
+the invariant holds afterwards: team T may add ``d`` borrowed GPUs iff
+``d <= idle_for(T) = (L - lendable_T) - B`` (the other members' lendable minus everything already
+borrowed, T's own borrowing included). A team that uses its *own* nominal is never refused by the
+cohort: doing so can shrink ``L`` below ``B``, which reclaim preemption (a later step) repairs;
+until then ``idle_for`` is clamped at 0 so nobody borrows more.
+
+Fair share: :func:`dominant_share` is the weighted dominant-resource share of a team, the largest
+over gpu types of ``borrowed_f / capacity_f`` divided by the team's weight, where
+``capacity_f`` is the cluster's total GPUs of type f. Normalising by capacity makes one borrowed
+h100 out of 8 weigh as much as 8 borrowed t4 out of 64.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """One team's quota of one gpu type. Invariant: every number is ``>= 0``; ``None`` = no limit.
+
+    A team with no quota entry for a gpu type has ``Quota()``: nominal 0, but it may still borrow
+    through its cohort, up to its (unlimited) borrowing limit.
+    """
+
+    nominal: int = 0
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+    @property
+    def ceiling(self) -> int | None:
+        """The most the team may hold when it borrows; ``None`` = unbounded."""
+        if self.borrowing_limit is None:
+            return None
+        return self.nominal + self.borrowing_limit
+
+    def borrowed(self, used: int) -> int:
+        return max(0, used - self.nominal)
+
+    def lendable(self, used: int) -> int:
+        unused = max(0, self.nominal - used)
+        if self.lending_limit is None:
+            return unused
+        return min(unused, self.lending_limit)
+
+
+@dataclass(frozen=True, slots=True)
+class CohortBalance:
+    """Sums over a cohort's members for one gpu type: ``lendable = L``, ``borrowed = B``."""
+
+    lendable: int = 0
+    borrowed: int = 0
+
+    def idle_for(self, quota: Quota, used: int) -> int:
+        """GPUs the other members can still lend to a team with ``quota`` that uses ``used``."""
+        return max(0, self.lendable - quota.lendable(used) - self.borrowed)
+
+    def with_member(self, quota: Quota, used: int) -> CohortBalance:
+        """The balance after adding a member with ``quota`` that uses ``used``."""
+        return CohortBalance(
+            self.lendable + quota.lendable(used), self.borrowed + quota.borrowed(used)
+        )
+
+    def moved(self, quota: Quota, used_before: int, used_after: int) -> CohortBalance:
+        """The balance after one member's usage changed from ``used_before`` to ``used_after``."""
+        return CohortBalance(
+            self.lendable + quota.lendable(used_after) - quota.lendable(used_before),
+            self.borrowed + quota.borrowed(used_after) - quota.borrowed(used_before),
+        )
+
+
+class QuotaVerdict(StrEnum):
+    WITHIN_NOMINAL = "within_nominal"  # adds nothing above nominal
+    BORROWS = "borrows"  # goes above nominal, and the limit and the cohort allow it
+    OVER_LIMIT = "over_limit"  # beyond nominal + borrowing limit, or above nominal with no cohort
+    COHORT_SHORT = "cohort_short"  # the limit allows it but the cohort has too little idle
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaCheck:
+    """The outcome of :func:`check_quota`, with the numbers a person needs to understand it.
+
+    ``borrowed`` is how many of the requested GPUs would be above nominal (what an admission
+    records); ``idle`` is the cohort's idle lendable quota for this team (``None``: no cohort).
+    """
+
+    verdict: QuotaVerdict
+    used: int
+    need: int
+    quota: Quota
+    borrowed: int
+    idle: int | None
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict in (QuotaVerdict.WITHIN_NOMINAL, QuotaVerdict.BORROWS)
+
+
+def check_quota(quota: Quota, used: int, need: int, cohort: CohortBalance | None) -> QuotaCheck:
+    """May a team that uses ``used`` GPUs take ``need`` more? ``cohort`` is None without one.
+
+    ``need == 0`` (a CPU-only job) always fits within nominal.
+    """
+    after = used + need
+    borrowed = quota.borrowed(after) - quota.borrowed(used)
+    idle = None if cohort is None else cohort.idle_for(quota, used)
+    if borrowed == 0:
+        verdict = QuotaVerdict.WITHIN_NOMINAL
+    elif cohort is None or (quota.ceiling is not None and after > quota.ceiling):
+        # Without a cohort there is nobody to borrow from: the effective limit is nominal.
+        verdict = QuotaVerdict.OVER_LIMIT
+    elif idle is not None and borrowed > idle:
+        verdict = QuotaVerdict.COHORT_SHORT
+    else:
+        verdict = QuotaVerdict.BORROWS
+    return QuotaCheck(verdict, used, need, quota, borrowed, idle)
+
+
+def dominant_share(
+    borrowed: Mapping[str, int], capacity: Mapping[str, int], weight: float
+) -> float:
+    """``max_f borrowed[f] / capacity[f] / weight`` over gpu types with capacity; 0 when none.
+
+    A type with no capacity cannot be borrowed physically and is skipped. A team with weight
+    ``<= 0`` that borrows anything has share ``inf`` (it goes last).
+    """
+    share = 0.0
+    for gpu_type in sorted(borrowed):
+        total = capacity.get(gpu_type, 0)
+        amount = borrowed[gpu_type]
+        if total > 0 and amount > 0:
+            share = max(share, amount / total)
+    if share == 0.0:
+        return 0.0
+    if weight <= 0:
+        return math.inf
+    return share / weight

@@ -1,0 +1,38 @@
+"""Pure scheduling decisions (DESIGN §5). Imports only ``gpupool.core``.
+
+The single entry point is :func:`run_cycle`; the controller and the simulator call it.
+"""
+
+from gpupool.scheduler.cycle import run_cycle
+from gpupool.scheduler.snapshot import (
+    Admission,
+    CycleResult,
+    NodeView,
+    PendingJob,
+    PendingReason,
+    Placement,
+    Policy,
+    PoolView,
+    Preemption,
+    QuotaView,
+    RunningJob,
+    Snapshot,
+    TeamView,
+)
+
+__all__ = [
+    "Admission",
+    "CycleResult",
+    "NodeView",
+    "PendingJob",
+    "PendingReason",
+    "Placement",
+    "Policy",
+    "PoolView",
+    "Preemption",
+    "QuotaView",
+    "RunningJob",
+    "Snapshot",
+    "TeamView",
+    "run_cycle",
+]

@@ -1,0 +1,120 @@
+"""Assignment: which gpu type, pool and nodes a job gets, graded and explained (DESIGN §5.3-5.5).
+
+For each acceptable gpu type in order, :func:`assign` checks, cheapest and most permanent first:
+
+1. a pool of the type exists that the team may use (else NO_POOL);
+2. one of those pools, empty, could hold the job (else TOO_LARGE);
+3. the team's quota and its cohort allow the GPUs (else QUOTA or COHORT);
+4. a pool has the nodes free now (else CAPACITY).
+
+The first type that fits wins (spill-over). The result is graded by :class:`FitMode`; the
+preemption pass (a later step) will add ``PREEMPT`` between ``NO_FIT`` and ``FIT`` and run only
+when no type fits outright. Nothing here changes the workspace: the caller applies a fit.
+
+Pool order (one comparator): fewest free GPUs left on the picked nodes (packs best, keeping
+whole nodes free for gangs), then the weighted rendezvous hash of the job id over the tied pools
+(weight = pool GPUs, so ties spread over equivalent pools in proportion to their size).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from gpupool.core.hashing import rendezvous_order
+from gpupool.core.quota import check_quota
+from gpupool.scheduler import reasons
+from gpupool.scheduler.capacity import NodePick, PoolRoom, Shape
+from gpupool.scheduler.snapshot import PendingJob, PendingReason
+from gpupool.scheduler.workspace import Workspace
+
+
+class FitMode(IntEnum):
+    """How well a job fits; higher is better. ``PREEMPT = 1`` is reserved for preemption."""
+
+    NO_FIT = 0
+    FIT = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """The decision for one job. With ``FIT``: where it goes and how much of it is borrowed."""
+
+    mode: FitMode
+    reasons: tuple[PendingReason, ...] = ()
+    gpu_type: str = ""
+    pick: NodePick | None = None
+    borrowed: int = 0
+
+
+def job_shape(job: PendingJob) -> Shape:
+    return Shape(job.gpus, job.nodes, job.cpus, job.memory_gb)
+
+
+def resolve_gpu_types(
+    requested: tuple[str, ...], policy_order: tuple[str, ...], present: list[str]
+) -> tuple[str, ...]:
+    """The gpu types to try, in order: the job's own list, or for ``any`` the policy order and
+    then every other type that has a pool, by name. Duplicates keep their first place."""
+    if requested:
+        return tuple(dict.fromkeys(requested))
+    return tuple(dict.fromkeys((*policy_order, *sorted(present))))
+
+
+def assign(job: PendingJob, gpu_types: tuple[str, ...], ws: Workspace) -> Assignment:
+    """Try ``gpu_types`` in order and return the first fit, or every type's reason."""
+    if not gpu_types:
+        return Assignment(FitMode.NO_FIT, (reasons.no_gpu_type(),))
+    shape = job_shape(job)
+    found: list[PendingReason] = []
+    for gpu_type in gpu_types:
+        outcome = _assign_type(job, shape, gpu_type, ws)
+        if outcome.mode is FitMode.FIT:
+            return outcome
+        found.extend(outcome.reasons)
+    return Assignment(FitMode.NO_FIT, tuple(found))
+
+
+def _assign_type(job: PendingJob, shape: Shape, gpu_type: str, ws: Workspace) -> Assignment:
+    all_pools = ws.pools_by_type.get(gpu_type, [])
+    pools = [pool for pool in all_pools if pool.usable_by(job.team)]
+    if not pools:
+        return _no_fit(reasons.no_pool(gpu_type, job.team, exists=bool(all_pools)))
+    if not any(pool.could_ever_hold(shape) for pool in pools):
+        return _no_fit(reasons.too_large(gpu_type, shape))
+    check = check_quota(
+        ws.quota(job.team, gpu_type),
+        ws.used(job.team, gpu_type),
+        job.total_gpus,
+        ws.cohort_balance(job.team, gpu_type),
+    )
+    if not check.fits:
+        return _no_fit(reasons.quota(gpu_type, job.team, ws.team(job.team).cohort, check))
+    picks = [pick for pool in pools if (pick := pool.pick(shape)) is not None]
+    if not picks:
+        max_free = max(pool.max_free_gpus() for pool in pools)
+        return _no_fit(reasons.capacity(gpu_type, shape, len(pools), max_free))
+    return Assignment(
+        FitMode.FIT, gpu_type=gpu_type, pick=_best_pick(job.id, picks), borrowed=check.borrowed
+    )
+
+
+def _no_fit(reason: PendingReason) -> Assignment:
+    return Assignment(FitMode.NO_FIT, (reason,))
+
+
+def _best_pick(job_id: str, picks: list[NodePick]) -> NodePick:
+    """Tightest packing first; ties by weighted rendezvous hash of the job id over pool names."""
+    tightest = min(pick.slack for pick in picks)
+    tied = {pick.pool.name: pick for pick in picks if pick.slack == tightest}
+    if len(tied) == 1:
+        return next(iter(tied.values()))
+    order = rendezvous_order(
+        job_id, [(name, _pool_weight(tied[name].pool)) for name in sorted(tied)]
+    )
+    return tied[order[0]]
+
+
+def _pool_weight(pool: PoolRoom) -> float:
+    # CPU-only pools have no GPUs; their node count stands in so the weight stays positive.
+    return float(pool.total_gpus or len(pool.nodes) or 1)

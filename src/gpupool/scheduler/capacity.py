@@ -1,0 +1,175 @@
+"""Physical room: the mutable working copy of one pool's nodes during one cycle (DESIGN §5.4).
+
+A :class:`PoolRoom` is built from an immutable :class:`PoolView` and then changed by each
+admission of the cycle, so later decisions in the same cycle see earlier ones.
+
+Invariants:
+
+* A node's free devices are ``range(node.gpus) - used_devices``, kept sorted; a placement takes
+  the lowest ones, and a device is never handed out twice.
+* ``_by_free[k]`` holds, sorted, the indices of exactly the nodes with ``k`` free devices. Nodes
+  are indexed in name order, so walking ``k`` upwards and each bucket in order visits nodes from
+  most to least allocated, then by name: the packing order.
+* Within a cycle free room only shrinks (until preemption lands, which must call
+  :meth:`PoolRoom.forget_failures` when it frees room). So a request that failed stays failed,
+  and so does every request at least as large in every dimension: ``_failed`` remembers a few
+  such shapes to reject repeats in O(1).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from dataclasses import dataclass
+
+from gpupool.scheduler.snapshot import NodeView, Placement, PoolView
+
+# Free cpus and memory are floats that admissions subtract from; the tolerance keeps a job that
+# needs exactly what is left (up to rounding) from being refused.
+_EPSILON = 1e-9
+_MAX_FAILED_SHAPES = 16  # enough for the few distinct job shapes of real queues; bounds the scan
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What one job needs: ``nodes`` distinct nodes, each with this many GPUs, cpus and GB."""
+
+    gpus: int
+    nodes: int
+    cpus: float
+    memory_gb: float
+
+    def covers(self, other: Shape) -> bool:
+        """True when ``other`` needs at least as much as ``self`` in every dimension."""
+        return (
+            self.gpus <= other.gpus
+            and self.nodes <= other.nodes
+            and self.cpus <= other.cpus
+            and self.memory_gb <= other.memory_gb
+        )
+
+
+class NodeRoom:
+    """The free room of one node; see the module invariants."""
+
+    __slots__ = ("free_cpus", "free_devices", "free_memory_gb", "view")
+
+    def __init__(self, view: NodeView) -> None:
+        self.view = view
+        self.free_devices = [d for d in range(view.gpus) if d not in view.used_devices]
+        self.free_cpus = view.cpus - view.used_cpus
+        self.free_memory_gb = view.memory_gb - view.used_memory_gb
+
+    def has_room(self, shape: Shape) -> bool:
+        return (
+            len(self.free_devices) >= shape.gpus
+            and self.free_cpus + _EPSILON >= shape.cpus
+            and self.free_memory_gb + _EPSILON >= shape.memory_gb
+        )
+
+    def could_ever_hold(self, shape: Shape) -> bool:
+        """True when the empty node would have room: the job is not too large for it."""
+        view = self.view
+        return (
+            view.gpus >= shape.gpus
+            and view.cpus + _EPSILON >= shape.cpus
+            and view.memory_gb + _EPSILON >= shape.memory_gb
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NodePick:
+    """Nodes of one pool that can hold a job, and how tightly it packs there.
+
+    ``slack`` is the number of free GPUs on the picked nodes before placement: lower packs better.
+    """
+
+    pool: PoolRoom
+    nodes: tuple[int, ...]
+    slack: int
+
+
+class PoolRoom:
+    """One pool's nodes and their free room; see the module invariants."""
+
+    __slots__ = ("_by_free", "_failed", "_fits_empty", "nodes", "total_gpus", "view")
+
+    def __init__(self, view: PoolView) -> None:
+        self.view = view
+        self.nodes = [NodeRoom(n) for n in sorted(view.nodes, key=lambda n: n.name)]
+        self.total_gpus = sum(n.gpus for n in view.nodes)
+        top = max((n.gpus for n in view.nodes), default=0)
+        self._by_free: list[list[int]] = [[] for _ in range(top + 1)]
+        for index, node in enumerate(self.nodes):
+            self._by_free[len(node.free_devices)].append(index)
+        self._failed: list[Shape] = []
+        self._fits_empty: dict[Shape, bool] = {}
+
+    @property
+    def name(self) -> str:
+        return self.view.name
+
+    def usable_by(self, team: str) -> bool:
+        return self.view.dedicated_to is None or self.view.dedicated_to == team
+
+    def could_ever_hold(self, shape: Shape) -> bool:
+        """True when the pool, empty, would have ``shape.nodes`` nodes large enough."""
+        known = self._fits_empty.get(shape)
+        if known is None:
+            large = sum(1 for node in self.nodes if node.could_ever_hold(shape))
+            known = self._fits_empty[shape] = large >= shape.nodes
+        return known
+
+    def max_free_gpus(self) -> int:
+        """The most free GPUs on any one node (for messages)."""
+        for k in range(len(self._by_free) - 1, -1, -1):
+            if self._by_free[k]:
+                return k
+        return 0
+
+    def pick(self, shape: Shape) -> NodePick | None:
+        """The most allocated nodes that can hold ``shape`` (fewest free GPUs, then name)."""
+        if any(failed.covers(shape) for failed in self._failed):
+            return None
+        buckets = self._by_free[shape.gpus :] if shape.gpus < len(self._by_free) else []
+        picked: list[int] = []
+        slack = 0
+        # Counting first rejects most impossible gangs without touching a single node.
+        if sum(len(bucket) for bucket in buckets) >= shape.nodes:
+            for free, bucket in enumerate(buckets, start=shape.gpus):
+                for index in bucket:
+                    if self.nodes[index].has_room(shape):
+                        picked.append(index)
+                        slack += free
+                        if len(picked) == shape.nodes:
+                            return NodePick(self, tuple(picked), slack)
+        self._remember_failure(shape)
+        return None
+
+    def take(self, nodes: tuple[int, ...], shape: Shape) -> tuple[Placement, ...]:
+        """Commit a pick: hand out the lowest free devices and the cpus and memory of each node."""
+        placements = []
+        for index in nodes:
+            node = self.nodes[index]
+            before = len(node.free_devices)
+            devices = tuple(node.free_devices[: shape.gpus])
+            del node.free_devices[: shape.gpus]
+            node.free_cpus -= shape.cpus
+            node.free_memory_gb -= shape.memory_gb
+            if shape.gpus:
+                bucket = self._by_free[before]
+                del bucket[bisect_left(bucket, index)]
+                insort(self._by_free[before - shape.gpus], index)
+            placements.append(Placement(node.view.name, devices))
+        return tuple(placements)
+
+    def forget_failures(self) -> None:
+        """Drop remembered failures; required whenever room is freed (preemption)."""
+        self._failed.clear()
+
+    def _remember_failure(self, shape: Shape) -> None:
+        if any(failed.covers(shape) for failed in self._failed):
+            return
+        # Keep only the minimal failed shapes: a new, smaller one makes larger ones redundant.
+        self._failed = [failed for failed in self._failed if not shape.covers(failed)]
+        if len(self._failed) < _MAX_FAILED_SHAPES:
+            self._failed.append(shape)

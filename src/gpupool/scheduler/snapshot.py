@@ -1,0 +1,163 @@
+"""The scheduler's inputs and outputs: immutable value types.
+
+A :class:`Snapshot` is a copy of the world at one instant, built by the controller (or the
+simulator). It carries everything :func:`gpupool.scheduler.run_cycle` may look at; the
+scheduler never reads a clock, a database or the environment. Times are plain floats
+(seconds on whatever clock the caller uses) so the simulator can run on a virtual clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """One node of a pool. Devices are numbered ``0 .. gpus-1`` within the node.
+
+    ``used_devices``, ``used_cpus`` and ``used_memory_gb`` are the one source of truth for a
+    node's capacity: the controller (or simulator) fills them from the running jobs placed on
+    the node. The scheduler reads free capacity only from these fields and uses
+    :class:`RunningJob` only for quota usage, so the two are never added together.
+    """
+
+    name: str
+    gpus: int
+    cpus: float
+    memory_gb: float
+    used_devices: frozenset[int] = frozenset()
+    used_cpus: float = 0.0
+    used_memory_gb: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PoolView:
+    name: str
+    gpu_type: str
+    backend: str
+    nodes: tuple[NodeView, ...]
+    dedicated_to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaView:
+    """Invariant: ``nominal >= 0``; ``None`` limits mean unlimited (see spec.models.Quota)."""
+
+    nominal: int = 0
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TeamView:
+    name: str
+    cohort: str | None = None
+    weight: float = 1.0
+    quota: dict[str, QuotaView] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """GPUs of one node given to one job: the node and the device indices on it."""
+
+    node: str
+    devices: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job holding resources now (admitted or running)."""
+
+    id: str
+    team: str
+    priority: int
+    gpu_type: str
+    pool: str
+    placements: tuple[Placement, ...]
+    cpus: float = 0.0
+    memory_gb: float = 0.0
+    started_at: float = 0.0
+
+    @property
+    def gpus(self) -> int:
+        return sum(len(p.devices) for p in self.placements)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingJob:
+    """A queued job. ``gpus`` is per node; ``gpu_types`` empty means any type."""
+
+    id: str
+    team: str
+    priority: int
+    submitted_at: float
+    gpus: int
+    nodes: int = 1
+    cpus: float = 0.0
+    memory_gb: float = 0.0
+    gpu_types: tuple[str, ...] = ()
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * self.nodes
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    now: float
+    pools: tuple[PoolView, ...]
+    teams: dict[str, TeamView]
+    running: tuple[RunningJob, ...] = ()
+    pending: tuple[PendingJob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Scheduling settings that are not part of the cluster state.
+
+    ``gpu_type_order`` is tried, in order, for jobs that accept any gpu type.
+    ``max_admissions`` bounds the work of one cycle (``None`` = no bound).
+    """
+
+    gpu_type_order: tuple[str, ...] = ()
+    max_admissions: int | None = None
+
+
+class ReasonCode(StrEnum):
+    QUOTA = "quota"  # the team's own quota (nominal + borrowing limit) is used up
+    COHORT = "cohort"  # borrowing would be allowed but the cohort has nothing idle to lend
+    CAPACITY = "capacity"  # quota allows it but no node has room
+    NO_POOL = "no_pool"  # no pool of this type exists (or none the team may use)
+    TOO_LARGE = "too_large"  # no node (or not enough nodes) of this type could ever hold it
+    BLOCKED = "blocked"  # not considered: the cycle's admission bound was reached
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReason:
+    gpu_type: str
+    code: ReasonCode
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    job_id: str
+    gpu_type: str
+    pool: str
+    placements: tuple[Placement, ...]
+    borrowed: int = 0  # GPUs of this admission above the team's nominal quota
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    job_id: str
+    preemptor_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    admissions: tuple[Admission, ...] = ()
+    preemptions: tuple[Preemption, ...] = ()
+    pending: dict[str, tuple[PendingReason, ...]] = field(default_factory=dict)

@@ -1,0 +1,1 @@
+"""The REST API (FastAPI): authn → authz → service → store. Routes hold no logic."""

@@ -1,0 +1,24 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from gpupool import __version__
+from gpupool.server import errors
+from gpupool.server.routes import cluster, health, jobs
+from gpupool.server.runtime import Runtime
+
+
+def create_app(runtime: Runtime) -> FastAPI:
+    app = FastAPI(
+        title="gpupool",
+        version=__version__,
+        description="Share GPUs between teams: quotas, fair share, preemption, accounting.",
+    )
+    app.state.runtime = runtime
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(jobs.router)
+    app.include_router(cluster.router)
+    return app

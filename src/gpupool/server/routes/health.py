@@ -1,0 +1,26 @@
+"""Liveness and readiness; no token needed."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+
+from gpupool.server.deps import RuntimeDep
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+def readyz(runtime: RuntimeDep) -> JSONResponse:
+    try:
+        with runtime.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception:
+        return JSONResponse({"status": "unavailable", "store": "unreachable"}, status_code=503)
+    return JSONResponse({"status": "ok", "store": "ok"})

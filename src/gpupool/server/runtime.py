@@ -1,0 +1,80 @@
+"""Everything a running server holds, built once at start (composition root)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from gpupool.backends.base import AdapterContext
+from gpupool.backends.registry import PoolBackend, Registry
+from gpupool.config import Settings
+from gpupool.controller.clock import Clock, SystemClock
+from gpupool.controller.execution import ExecutionService
+from gpupool.controller.loop import Controller
+from gpupool.server.services.jobs import JobService
+from gpupool.server.services.teams import TeamService
+from gpupool.spec.models import ClusterConfig
+from gpupool.state.db import make_engine, session_factory, upgrade
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    config: ClusterConfig
+    engine: Engine
+    sessions: sessionmaker[Session]
+    clock: Clock
+    controller: Controller
+    execution: ExecutionService
+    jobs: JobService = field(init=False)
+    teams: TeamService = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.jobs = JobService(self.sessions, self.current_config, self.clock, self.controller.wake)
+        self.teams = TeamService(self.sessions, self.current_config)
+
+    def current_config(self) -> ClusterConfig:
+        return self.config
+
+    def close(self) -> None:
+        self.controller.stop()
+        self.execution.close()
+        self.engine.dispose()
+
+
+def pool_bindings(config: ClusterConfig, state_dir: Path) -> dict[str, PoolBackend]:
+    return {
+        pool.name: PoolBackend(
+            backend=pool.backend,
+            context=AdapterContext(
+                pool=pool.name,
+                gpu_type=pool.gpu_type,
+                options=dict(pool.options),
+                state_dir=state_dir,
+                nodes=pool.nodes,
+                gpus_per_node=pool.node.gpus,
+            ),
+        )
+        for pool in config.pools
+    }
+
+
+def build_runtime(settings: Settings, config: ClusterConfig, clock: Clock | None = None) -> Runtime:
+    """Migrate the store and wire the services; the controller is not started yet."""
+    engine = make_engine(settings.database_url)
+    upgrade(engine)
+    sessions = session_factory(engine)
+    clock = clock or SystemClock()
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    runtime: Runtime
+    registry = Registry(lambda name: pool_bindings(runtime.config, settings.state_dir).get(name))
+    execution = ExecutionService(registry)
+    controller = Controller(sessions, lambda: runtime.config, execution, clock)
+    runtime = Runtime(settings, config, engine, sessions, clock, controller, execution)
+    return runtime

@@ -1,0 +1,189 @@
+"""Wire schemas of the REST API, split by role (STYLE §10).
+
+Write bodies forbid unknown fields; server-owned fields get their own, clearer 422 (see
+``SERVER_OWNED``). Read models are built from store rows and always carry every field.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+JobKind = Literal["training", "inference", "interactive", "batch", "data-prep"]
+
+# Fields a client may read but never set (X7). A submit body naming any of them is
+# rejected with 422 listing each one.
+SERVER_OWNED = frozenset(
+    {
+        "id",
+        "status",
+        "user",
+        "pool",
+        "gpu_type",
+        "handle",
+        "attempt",
+        "attempts",
+        "priority",
+        "submitted_at",
+        "started_at",
+        "finished_at",
+        "exit_code",
+        "message",
+        "created_at",
+        "updated_at",
+        "admitted_at",
+        "pending_reasons",
+    }
+)
+
+
+class _Write(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ResourcesIn(_Write):
+    gpus: int = Field(default=1, ge=0, le=64, description="GPUs per node")
+    gpu_types: list[str] = Field(
+        default_factory=list, description="Acceptable gpu types in order; empty = any"
+    )
+    nodes: int = Field(default=1, ge=1, le=1024)
+    cpus: float = Field(default=1.0, gt=0, le=1024)
+    memory_gb: float = Field(default=1.0, gt=0, le=16384)
+
+
+class JobSubmit(_Write):
+    name: str | None = Field(default=None, max_length=200)
+    team: str | None = None
+    command: list[str] = Field(min_length=1, max_length=4096)
+    resources: ResourcesIn = ResourcesIn()
+    priority_class: str | None = None
+    kind: JobKind = "training"
+    backend: str = "auto"
+    env: dict[str, str] = Field(default_factory=dict)
+    inputs: list[str] = Field(default_factory=list)
+    outputs: list[str] = Field(default_factory=list)
+    max_runtime_s: int | None = Field(default=None, gt=0, le=30 * 24 * 3600)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class ResourcesOut(BaseModel):
+    gpus: int
+    gpu_types: list[str]
+    nodes: int
+    cpus: float
+    memory_gb: float
+
+
+class AttemptOut(BaseModel):
+    number: int
+    status: str
+    pool: str
+    gpu_type: str
+    devices: list[list[int]]
+    borrowed: int
+    admitted_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    exit_code: int | None
+    message: str
+
+
+class JobOut(BaseModel):
+    id: str
+    name: str
+    team: str
+    user: str
+    status: str
+    priority_class: str
+    priority: int
+    kind: str
+    backend: str
+    command: list[str]
+    env: dict[str, str]
+    resources: ResourcesOut
+    max_runtime_s: int | None
+    inputs: list[str]
+    outputs: list[str]
+    submitted_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    attempt: int
+    pool: str | None
+    gpu_type: str | None
+    exit_code: int | None
+    message: str
+    attempts: list[AttemptOut] | None = None
+
+
+class JobPage(BaseModel):
+    items: list[JobOut]
+    next_cursor: str | None
+
+
+class ReasonOut(BaseModel):
+    gpu_type: str
+    code: str
+    message: str
+
+
+class WhyOut(BaseModel):
+    job_id: str
+    status: str
+    last_considered_at: datetime | None
+    summary: str
+    reasons: list[ReasonOut]
+
+
+class TeamQuotaOut(BaseModel):
+    nominal: int
+    borrowing_limit: int | None
+    lending_limit: int | None
+    used: int
+    borrowed: int
+
+
+class TeamOut(BaseModel):
+    name: str
+    cohort: str | None
+    weight: float
+    quota: dict[str, TeamQuotaOut]
+    queued: int
+    running: int
+    members: dict[str, str] | None = None
+
+
+class TeamList(BaseModel):
+    items: list[TeamOut]
+
+
+class PoolOut(BaseModel):
+    name: str
+    backend: str
+    gpu_type: str
+    nodes: int
+    gpus_per_node: int
+    gpus_total: int
+    gpus_allocated: int
+    dedicated_to: str | None
+
+
+class PoolList(BaseModel):
+    items: list[PoolOut]
+
+
+class WhoAmI(BaseModel):
+    user: str
+    platform_admin: bool
+    teams: dict[str, str]
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    details: Any = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorBody

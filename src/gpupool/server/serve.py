@@ -1,0 +1,111 @@
+"""Start the control plane: store, configuration, first-start tokens, controller, HTTP."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import uvicorn
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpupool.auth.tokens import IssuedToken, create_token, has_tokens
+from gpupool.config import Settings
+from gpupool.controller.clock import SystemClock
+from gpupool.core.errors import ConfigInvalid
+from gpupool.server.app import create_app
+from gpupool.server.runtime import Runtime, build_runtime
+from gpupool.spec.load import load_config, parse_config
+from gpupool.spec.models import ClusterConfig
+from gpupool.state.db import make_engine, session_factory, upgrade
+from gpupool.state.models import ConfigRevisionRow
+
+log = logging.getLogger("gpupool.server")
+
+
+def latest_config(session: Session) -> ConfigRevisionRow | None:
+    return session.scalar(select(ConfigRevisionRow).order_by(ConfigRevisionRow.id.desc()).limit(1))
+
+
+def resolve_config(settings: Settings, config_path: Path | None) -> ClusterConfig:
+    """The configuration to run: ``config_path`` (validated, then stored as a new revision
+    when it changed) or else the last one stored. Raises ``ConfigInvalid`` before anything
+    is written when the file has problems."""
+    engine = make_engine(settings.database_url)
+    try:
+        upgrade(engine)
+        sessions = session_factory(engine)
+        if config_path is not None:
+            config = load_config(config_path)
+            text = config_path.read_text(encoding="utf-8")
+            with sessions.begin() as session:
+                latest = latest_config(session)
+                if latest is None or latest.text != text:
+                    session.add(
+                        ConfigRevisionRow(
+                            applied_at=SystemClock().now(), source=str(config_path), text=text
+                        )
+                    )
+            return config
+        with sessions() as session:
+            latest = latest_config(session)
+        if latest is None:
+            raise ConfigInvalid(
+                "no configuration stored yet: start with --config FILE (e.g. examples/demo.yaml)"
+            )
+        return parse_config(latest.text, latest.source)
+    finally:
+        engine.dispose()
+
+
+def first_start_tokens(runtime: Runtime) -> list[IssuedToken]:
+    """One token per configured user, only when the store has no token at all."""
+    with runtime.sessions.begin() as session:
+        if has_tokens(session):
+            return []
+        now = runtime.clock.now()
+        return [
+            create_token(session, user, now, description="first start")
+            for user in sorted(runtime.config.users)
+        ]
+
+
+def serve(
+    settings: Settings,
+    config_path: Path | None,
+    echo: Callable[[str], None] = print,
+) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    config = resolve_config(settings, config_path)
+    runtime = build_runtime(settings, config)
+    url = f"http://{settings.host}:{settings.port}"
+    tokens = first_start_tokens(runtime)
+    counts = f"{len(config.pools)} pool(s), {len(config.teams)} team(s)"
+    echo(f"gpupool {counts}; state in {settings.home}")
+    echo(f"listening on {url}  (API docs: {url}/docs)")
+    if tokens:
+        echo("first start: one API token per user (shown once; keep them safe):")
+        for token in tokens:
+            echo(f"  {token.user:<12} {token.secret}")
+        echo(f"try:  export GPUPOOL_URL={url} GPUPOOL_TOKEN=<a token above>; gpupool jobs")
+    if any(p.backend == "local" for p in config.pools) and os.geteuid() != 0:
+        log.warning(
+            "not running as root: local jobs run as this server's user (uid %d), "
+            "not as their users' POSIX identities",
+            os.geteuid(),
+        )
+    runtime.controller.start()
+    try:
+        uvicorn.run(
+            create_app(runtime),
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level.lower(),
+            access_log=settings.log_level.lower() == "debug",
+        )
+    finally:
+        runtime.close()

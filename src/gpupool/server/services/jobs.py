@@ -1,0 +1,284 @@
+"""Job use cases: submit, list, read, cancel, explain, logs.
+
+Invariants: a submit either stores one complete job row or nothing; the same
+(user, idempotency key) never creates a second job; a cancel of a queued job is an atomic
+conditional update, so it cannot race with the controller admitting the same job.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from gpupool.auth.principal import Action, Principal, authorize
+from gpupool.controller.clock import Clock
+from gpupool.core.errors import Conflict, InvalidRequest, NotFound
+from gpupool.core.jobs import ACTIVE, TERMINAL, JobStatus
+from gpupool.server.schemas import JobOut, JobPage, JobSubmit, ReasonOut, WhyOut
+from gpupool.server.services.submit_checks import check_against_config, resolve_team
+from gpupool.server.views import job_out
+from gpupool.spec.models import ClusterConfig
+from gpupool.state.models import AttemptRow, ControllerStateRow, EventRow, JobRow
+
+MAX_PAGE = 500
+
+
+class JobService:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        config: Callable[[], ClusterConfig],
+        clock: Clock,
+        wake: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._sessions = sessions
+        self._config = config
+        self._clock = clock
+        self._wake = wake
+
+    # -- submit ---------------------------------------------------------------------------
+
+    def submit(
+        self, principal: Principal, body: JobSubmit, header_key: str | None
+    ) -> tuple[JobOut, bool]:
+        """Store a new job; returns it and whether it was created (False: idempotent replay)."""
+        if header_key and body.idempotency_key and header_key != body.idempotency_key:
+            raise InvalidRequest(
+                "two different idempotency keys",
+                [
+                    {
+                        "field": "idempotency_key",
+                        "message": "differs from the Idempotency-Key header",
+                    }
+                ],
+            )
+        key = header_key or body.idempotency_key
+        config = self._config()
+        team = resolve_team(body, principal, config)
+        authorize(principal, Action.MUTATE, team)
+        gpu_types = check_against_config(body, team, config)
+        if key is not None:
+            existing = self._by_key(principal.user, key)
+            if existing is not None:
+                return existing, False
+        priority_class = body.priority_class or config.default_priority_class(team)
+        job_id = "j-" + secrets.token_hex(6)
+        row = JobRow(
+            id=job_id,
+            name=body.name or f"{body.kind}-{job_id[2:]}",
+            team=team,
+            user=principal.user,
+            status=JobStatus.QUEUED.value,
+            priority_class=priority_class,
+            priority=config.priority_classes[priority_class].value,
+            kind=body.kind,
+            backend=body.backend,
+            command=list(body.command),
+            env=dict(body.env),
+            gpus=body.resources.gpus,
+            nodes=body.resources.nodes,
+            cpus=body.resources.cpus,
+            memory_gb=body.resources.memory_gb,
+            gpu_types=gpu_types,
+            inputs=list(body.inputs),
+            outputs=list(body.outputs),
+            max_runtime_s=body.max_runtime_s,
+            idempotency_key=key,
+            submitted_at=self._clock.now(),
+            attempt=0,
+            message="",
+            cancel_requested=False,
+            pending_reasons=[],
+        )
+        try:
+            with self._sessions.begin() as session:
+                session.add(row)
+                session.add(_event(job_id, row.submitted_at, "submitted", f"by {principal.user}"))
+        except IntegrityError:
+            # A concurrent request with the same key won the race: return its job.
+            if key is not None and (existing := self._by_key(principal.user, key)) is not None:
+                return existing, False
+            raise
+        self._wake()
+        return job_out(row), True
+
+    def _by_key(self, user: str, key: str) -> JobOut | None:
+        with self._sessions() as session:
+            row = session.scalar(
+                select(JobRow).where(JobRow.user == user, JobRow.idempotency_key == key)
+            )
+            return None if row is None else job_out(row)
+
+    # -- read -----------------------------------------------------------------------------
+
+    def list(
+        self,
+        principal: Principal,
+        team: str | None,
+        status: str | None,
+        limit: int,
+        cursor: str | None,
+    ) -> JobPage:
+        config = self._config()
+        if team is not None:
+            if team not in config.teams:
+                raise NotFound(f"no team named {team!r}")
+            authorize(principal, Action.READ, team)
+            teams = [team]
+        else:
+            teams = principal.readable_teams(sorted(config.teams))
+        if status is not None and status not in {s.value for s in JobStatus}:
+            known = ", ".join(s.value for s in JobStatus)
+            raise InvalidRequest(
+                "unknown status", [{"field": "status", "message": f"use one of: {known}"}]
+            )
+        limit = max(1, min(limit, MAX_PAGE))
+        query = select(JobRow).where(JobRow.team.in_(teams))
+        if status is not None:
+            query = query.where(JobRow.status == status)
+        if cursor is not None:
+            at, last_id = _decode_cursor(cursor)
+            query = query.where(
+                or_(
+                    JobRow.submitted_at < at,
+                    and_(JobRow.submitted_at == at, JobRow.id < last_id),
+                )
+            )
+        query = query.order_by(JobRow.submitted_at.desc(), JobRow.id.desc()).limit(limit + 1)
+        with self._sessions() as session:
+            rows = list(session.scalars(query))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        next_cursor = _encode_cursor(rows[-1]) if more else None
+        return JobPage(items=[job_out(r) for r in rows], next_cursor=next_cursor)
+
+    def get(self, principal: Principal, job_id: str) -> JobOut:
+        with self._sessions() as session:
+            row = self._readable(session, principal, job_id)
+            attempts = _attempts(session, job_id)
+            return job_out(row, attempts)
+
+    def _readable(self, session: Session, principal: Principal, job_id: str) -> JobRow:
+        row = session.get(JobRow, job_id)
+        if row is None:
+            raise NotFound(f"no job with id {job_id!r}")
+        authorize(principal, Action.READ, row.team)
+        return row
+
+    def why(self, principal: Principal, job_id: str) -> WhyOut:
+        with self._sessions() as session:
+            row = self._readable(session, principal, job_id)
+            state = session.get(ControllerStateRow, 1)
+        reasons = [ReasonOut(**r) for r in row.pending_reasons]
+        considered = row.reasons_at
+        if row.status == JobStatus.QUEUED and state is not None and state.last_cycle_at:
+            considered = max(filter(None, [considered, state.last_cycle_at]))
+        return WhyOut(
+            job_id=row.id,
+            status=row.status,
+            last_considered_at=considered if row.status == JobStatus.QUEUED else row.reasons_at,
+            summary=_why_summary(row, reasons),
+            reasons=reasons if row.status == JobStatus.QUEUED else [],
+        )
+
+    # -- mutate ---------------------------------------------------------------------------
+
+    def cancel(self, principal: Principal, job_id: str) -> JobOut:
+        now = self._clock.now()
+        with self._sessions.begin() as session:
+            row = session.get(JobRow, job_id)
+            if row is None:
+                raise NotFound(f"no job with id {job_id!r}")
+            authorize(principal, Action.MUTATE, row.team)
+            cancelled_queued = session.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.status == JobStatus.QUEUED.value)
+                .values(status=JobStatus.CANCELLED.value, finished_at=now, message="cancelled")
+            ).rowcount
+            session.refresh(row)
+            if cancelled_queued:
+                session.add(_event(job_id, now, "cancelled", f"by {principal.user} while queued"))
+            elif row.status in ACTIVE:
+                if not row.cancel_requested:
+                    row.cancel_requested = True
+                    session.add(_event(job_id, now, "cancel_requested", f"by {principal.user}"))
+            elif row.status in TERMINAL and row.status != JobStatus.CANCELLED:
+                raise Conflict(f"job {job_id} already {row.status}; nothing to cancel")
+            attempts = _attempts(session, job_id)
+            out = job_out(row, attempts)
+        self._wake()
+        return out
+
+    # -- logs -----------------------------------------------------------------------------
+
+    def log_target(self, principal: Principal, job_id: str) -> tuple[str, AttemptRow | None]:
+        """The job's status and its newest attempt with a handle (None: no output yet)."""
+        with self._sessions() as session:
+            row = self._readable(session, principal, job_id)
+            attempt = session.scalar(
+                select(AttemptRow)
+                .where(AttemptRow.job_id == job_id, AttemptRow.handle.is_not(None))
+                .order_by(AttemptRow.number.desc())
+                .limit(1)
+            )
+            return row.status, attempt
+
+    def status(self, job_id: str) -> str:
+        with self._sessions() as session:
+            row = session.get(JobRow, job_id)
+            return "" if row is None else row.status
+
+
+def _attempts(session: Session, job_id: str) -> Sequence[AttemptRow]:
+    return list(
+        session.scalars(
+            select(AttemptRow).where(AttemptRow.job_id == job_id).order_by(AttemptRow.number)
+        )
+    )
+
+
+def _event(job_id: str, at: datetime, kind: str, message: str) -> EventRow:
+    return EventRow(job_id=job_id, at=at, kind=kind, message=message)
+
+
+def _why_summary(row: JobRow, reasons: Sequence[ReasonOut]) -> str:
+    if row.status != JobStatus.QUEUED:
+        where = f" on {row.pool}" if row.pool else ""
+        return f"job is {row.status}{where}; it is not waiting"
+    if not reasons:
+        return "job is queued and has not been considered by the scheduler yet"
+    return "waiting: " + "; ".join(f"{r.gpu_type}: {r.message}" for r in reasons)
+
+
+def _encode_cursor(row: JobRow) -> str:
+    raw = json.dumps([row.submitted_at.isoformat(), row.id])
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        at, job_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return datetime.fromisoformat(at), str(job_id)
+    except (ValueError, TypeError) as exc:
+        raise InvalidRequest(
+            "invalid cursor",
+            [{"field": "cursor", "message": "pass the next_cursor of a previous page unchanged"}],
+        ) from exc
+
+
+def follow(chunks: Callable[[int], tuple[bytes, int, bool]], start: int) -> Iterator[bytes]:
+    """Yield log bytes from ``start`` until the source says it is complete."""
+    offset = start
+    while True:
+        data, offset, complete = chunks(offset)
+        if data:
+            yield data
+        if complete:
+            return

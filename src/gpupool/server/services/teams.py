@@ -1,0 +1,117 @@
+"""Teams and pools as the API shows them: configuration joined with live usage."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable
+
+from sqlalchemy import and_, func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from gpupool.auth.principal import Action, Principal, authorize
+from gpupool.core.errors import NotFound
+from gpupool.core.jobs import ACTIVE, JobStatus
+from gpupool.server.schemas import PoolList, PoolOut, TeamList, TeamOut, TeamQuotaOut
+from gpupool.spec.models import ClusterConfig
+from gpupool.state.models import AttemptRow, JobRow
+
+_ACTIVE = [s.value for s in ACTIVE]
+
+
+class TeamService:
+    def __init__(self, sessions: sessionmaker[Session], config: Callable[[], ClusterConfig]):
+        self._sessions = sessions
+        self._config = config
+
+    def _usage(self) -> tuple[dict[str, Counter[str]], dict[str, Counter[str]], Counter[str]]:
+        """GPUs in use and borrowed per team per gpu type; GPUs allocated per pool."""
+        used: dict[str, Counter[str]] = defaultdict(Counter)
+        borrowed: dict[str, Counter[str]] = defaultdict(Counter)
+        per_pool: Counter[str] = Counter()
+        with self._sessions() as session:
+            rows = session.execute(
+                select(
+                    JobRow.team,
+                    JobRow.gpus,
+                    JobRow.nodes,
+                    AttemptRow.gpu_type,
+                    AttemptRow.pool,
+                    AttemptRow.borrowed,
+                )
+                .join(
+                    AttemptRow,
+                    and_(AttemptRow.job_id == JobRow.id, AttemptRow.number == JobRow.attempt),
+                )
+                .where(JobRow.status.in_(_ACTIVE))
+            ).all()
+        for team, gpus, nodes, gpu_type, pool, lent in rows:
+            used[team][gpu_type] += gpus * nodes
+            borrowed[team][gpu_type] += lent
+            per_pool[pool] += gpus * nodes
+        return used, borrowed, per_pool
+
+    def _counts(self) -> dict[tuple[str, str], int]:
+        with self._sessions() as session:
+            rows = session.execute(
+                select(JobRow.team, JobRow.status, func.count())
+                .where(JobRow.status.in_([JobStatus.QUEUED.value, *_ACTIVE]))
+                .group_by(JobRow.team, JobRow.status)
+            ).all()
+        return {(team, status): n for team, status, n in rows}
+
+    def list(self, principal: Principal) -> TeamList:
+        config = self._config()
+        names = principal.readable_teams(sorted(config.teams))
+        return TeamList(items=[self._team(config, n, with_members=False) for n in names])
+
+    def get(self, principal: Principal, name: str) -> TeamOut:
+        config = self._config()
+        if name not in config.teams:
+            raise NotFound(f"no team named {name!r}")
+        authorize(principal, Action.READ, name)
+        return self._team(config, name, with_members=True)
+
+    def _team(self, config: ClusterConfig, name: str, *, with_members: bool) -> TeamOut:
+        team = config.teams[name]
+        used, borrowed, _ = self._usage()
+        counts = self._counts()
+        gpu_types = sorted(set(team.quota) | set(used[name]))
+        quota = {
+            t: TeamQuotaOut(
+                nominal=team.quota[t].nominal if t in team.quota else 0,
+                borrowing_limit=team.quota[t].borrowing_limit if t in team.quota else None,
+                lending_limit=team.quota[t].lending_limit if t in team.quota else None,
+                used=used[name][t],
+                borrowed=borrowed[name][t],
+            )
+            for t in gpu_types
+        }
+        return TeamOut(
+            name=name,
+            cohort=team.cohort,
+            weight=team.weight,
+            quota=quota,
+            queued=counts.get((name, JobStatus.QUEUED.value), 0),
+            running=sum(counts.get((name, s), 0) for s in _ACTIVE),
+            members=dict(team.members) if with_members else None,
+        )
+
+    def pools(self, principal: Principal) -> PoolList:
+        del principal  # any authenticated user may see pool capacity
+        config = self._config()
+        _, _, per_pool = self._usage()
+        return PoolList(
+            items=[
+                PoolOut(
+                    name=p.name,
+                    backend=p.backend,
+                    gpu_type=p.gpu_type,
+                    nodes=p.nodes,
+                    gpus_per_node=p.node.gpus,
+                    gpus_total=p.nodes * p.node.gpus,
+                    gpus_allocated=per_pool[p.name],
+                    dedicated_to=p.dedicated_to,
+                )
+                for p in config.pools
+            ]
+        )

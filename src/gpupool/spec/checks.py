@@ -1,0 +1,186 @@
+"""Rules that relate the sections of a configuration to each other.
+
+The models check each value on its own; these checks run on a ``ClusterConfig`` that parsed,
+and find references to things that do not exist and settings that cannot do what they say.
+Each check is a small function returning findings at the loc of the offending value, so that
+the loader can point at its line; ``check_config`` runs them all and never stops at the first.
+
+Decisions recorded here:
+
+* Priority classes: at most one may be ``default: true``. None is fine — jobs that name no
+  class then get the lowest-valued one (``ClusterConfig.default_priority_class``). At least
+  one class must exist (an explicit empty ``priority_classes: {}`` leaves jobs without any).
+* ``borrowing_limit`` / ``lending_limit`` on a team without a cohort is an error, not a
+  silent no-op: whoever wrote it expected borrowing to happen.
+* A pool of a gpu type other than ``cpu`` needs GPUs on its nodes, and a ``cpu`` pool none:
+  otherwise the pool either offers nothing or hides GPUs the scheduler never hands out.
+* Names of gpu types, teams and cohorts follow the pool-name rule (DNS labels), because they
+  become Kubernetes namespaces, labels and ResourceFlavor names (REQUIREMENTS K1).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+
+from gpupool.spec.models import NAME_PATTERN, ClusterConfig
+from gpupool.spec.problems import Finding, format_path, unknown_name_hint
+from gpupool.spec.schema_errors import NAME_RULE
+
+CPU_TYPE = "cpu"
+
+Check = Callable[[ClusterConfig], Iterator[Finding]]
+
+
+def check_config(config: ClusterConfig) -> list[Finding]:
+    """All cross-reference findings of ``config``, section by section."""
+    return [finding for check in CHECKS for finding in check(config)]
+
+
+def check_names(config: ClusterConfig) -> Iterator[Finding]:
+    sections = {
+        "gpu_types": ("gpu type", config.gpu_types),
+        "teams": ("team", config.teams),
+        "cohorts": ("cohort", config.cohorts),
+    }
+    for section, (what, entries) in sections.items():
+        for name in entries:
+            if not re.match(NAME_PATTERN, name):
+                yield Finding((section, name), f"invalid {what} name {name!r}", NAME_RULE)
+
+
+def check_pools(config: ClusterConfig) -> Iterator[Finding]:
+    first_index: dict[str, int] = {}
+    for i, pool in enumerate(config.pools):
+        if pool.name in first_index:
+            yield Finding(
+                ("pools", i, "name"),
+                f"duplicate pool name {pool.name!r} (also pools[{first_index[pool.name]}])",
+                "give every pool a unique name",
+            )
+        else:
+            first_index[pool.name] = i
+        if pool.gpu_type not in config.gpu_types:
+            yield Finding(
+                ("pools", i, "gpu_type"),
+                f"unknown gpu type {pool.gpu_type!r}",
+                unknown_name_hint(pool.gpu_type, "gpu_types", config.gpu_types),
+            )
+        if pool.dedicated_to is not None and pool.dedicated_to not in config.teams:
+            yield Finding(
+                ("pools", i, "dedicated_to"),
+                f"unknown team {pool.dedicated_to!r}",
+                unknown_name_hint(pool.dedicated_to, "teams", config.teams),
+            )
+        if pool.gpu_type != CPU_TYPE and pool.node.gpus == 0:
+            yield Finding(
+                ("pools", i, "node", "gpus"),
+                f"pool {pool.name!r} of gpu type {pool.gpu_type!r} has no GPUs per node",
+                f"set node.gpus to at least 1, or use gpu_type {CPU_TYPE!r} for GPU-less nodes",
+            )
+        if pool.gpu_type == CPU_TYPE and pool.node.gpus > 0:
+            yield Finding(
+                ("pools", i, "node", "gpus"),
+                f"pool {pool.name!r} of gpu type {CPU_TYPE!r} has GPUs on its nodes",
+                "set node.gpus: 0, or name the GPU model as the pool's gpu_type",
+            )
+        scale = pool.autoscale
+        if scale.max_nodes is not None and scale.min_nodes > scale.max_nodes:
+            yield Finding(
+                ("pools", i, "autoscale", "max_nodes"),
+                f"max_nodes {scale.max_nodes} is below min_nodes {scale.min_nodes}",
+                f"set max_nodes to at least {scale.min_nodes}",
+            )
+
+
+def check_priority_classes(config: ClusterConfig) -> Iterator[Finding]:
+    classes = config.priority_classes
+    if not classes:
+        yield Finding(
+            ("priority_classes",),
+            "no priority classes",
+            "define at least one, e.g. 'default: {value: 0}', or remove the key",
+        )
+    defaults = [name for name, cls in classes.items() if cls.default]
+    for name in defaults[1:]:
+        yield Finding(
+            ("priority_classes", name, "default"),
+            f"more than one default priority class ({', '.join(defaults)})",
+            f"keep 'default: true' on one class only, e.g. {defaults[0]!r}",
+        )
+
+
+def check_teams(config: ClusterConfig) -> Iterator[Finding]:
+    for name, team in config.teams.items():
+        at = ("teams", name)
+        if team.cohort is not None and team.cohort not in config.cohorts:
+            yield Finding(
+                (*at, "cohort"),
+                f"unknown cohort {team.cohort!r}",
+                unknown_name_hint(team.cohort, "cohorts", config.cohorts),
+            )
+        wanted = team.default_priority_class
+        if wanted is not None and wanted not in config.priority_classes:
+            yield Finding(
+                (*at, "default_priority_class"),
+                f"unknown priority class {wanted!r}",
+                unknown_name_hint(wanted, "priority_classes", config.priority_classes),
+            )
+        for user in team.members:
+            if user not in config.users:
+                yield Finding(
+                    (*at, "members", user),
+                    f"{user!r} is not a user",
+                    unknown_name_hint(user, "users", config.users),
+                )
+        yield from _check_quota(config, name)
+
+
+def _check_quota(config: ClusterConfig, team_name: str) -> Iterator[Finding]:
+    team = config.teams[team_name]
+    for gpu_type, quota in team.quota.items():
+        at = ("teams", team_name, "quota", gpu_type)
+        if gpu_type not in config.gpu_types:
+            yield Finding(
+                at,
+                f"unknown gpu type {gpu_type!r}",
+                unknown_name_hint(gpu_type, "gpu_types", config.gpu_types),
+            )
+        if team.cohort is None:
+            for limit in ("borrowing_limit", "lending_limit"):
+                if getattr(quota, limit) is not None:
+                    yield Finding(
+                        (*at, limit),
+                        f"{limit} has no effect: team {team_name!r} is in no cohort",
+                        f"set 'cohort:' on {format_path(('teams', team_name))} or remove {limit}",
+                    )
+        if quota.lending_limit is not None and quota.lending_limit > quota.nominal:
+            yield Finding(
+                (*at, "lending_limit"),
+                f"lending_limit {quota.lending_limit} is more than nominal {quota.nominal}",
+                f"set lending_limit to at most {quota.nominal}: a team lends only its nominal",
+            )
+
+
+def check_scheduler(config: ClusterConfig) -> Iterator[Finding]:
+    seen: set[str] = set()
+    for i, gpu_type in enumerate(config.scheduler.gpu_type_order):
+        at = ("scheduler", "gpu_type_order", i)
+        if gpu_type not in config.gpu_types:
+            yield Finding(
+                at,
+                f"unknown gpu type {gpu_type!r}",
+                unknown_name_hint(gpu_type, "gpu_types", config.gpu_types),
+            )
+        elif gpu_type in seen:
+            yield Finding(at, f"gpu type {gpu_type!r} is listed twice", "list each type once")
+        seen.add(gpu_type)
+
+
+CHECKS: tuple[Check, ...] = (
+    check_names,
+    check_pools,
+    check_priority_classes,
+    check_teams,
+    check_scheduler,
+)

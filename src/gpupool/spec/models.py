@@ -1,0 +1,125 @@
+"""Pydantic models of the cluster configuration YAML (DESIGN §4).
+
+Field-level rules live on the models; rules that relate sections to each other (a pool's
+gpu type must exist, a member must be a user, ...) live in ``gpupool.spec.checks`` so that
+every problem of a file can be reported at once with its line. Unknown keys are errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+BACKENDS = ("local", "slurm", "ray", "kubernetes", "azure-batch", "azure-ml")
+NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+
+Role = Literal["admin", "member", "viewer"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GpuType(_Strict):
+    price_per_gpu_hour: float = Field(default=0.0, ge=0)
+    spot_price_per_gpu_hour: float | None = Field(default=None, ge=0)
+
+
+class NodeShape(_Strict):
+    gpus: int = Field(ge=0, le=64)
+    cpus: float = Field(default=8, gt=0)
+    memory_gb: float = Field(default=32, gt=0)
+
+
+class Autoscale(_Strict):
+    mode: Literal["fixed", "autoscale"] = "fixed"
+    min_nodes: int = Field(default=0, ge=0)
+    max_nodes: int | None = Field(default=None, ge=0)
+    node_type: Literal["dedicated", "spot"] = "dedicated"
+
+
+class Pool(_Strict):
+    name: str = Field(pattern=NAME_PATTERN)
+    backend: Literal["local", "slurm", "ray", "kubernetes", "azure-batch", "azure-ml"]
+    gpu_type: str
+    nodes: int = Field(default=1, ge=1, le=100_000)
+    node: NodeShape
+    autoscale: Autoscale = Autoscale()
+    dedicated_to: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class PriorityClass(_Strict):
+    value: int
+    default: bool = False
+
+
+class Cohort(_Strict):
+    description: str = ""
+
+
+class Quota(_Strict):
+    """GPUs of one type for one team.
+
+    ``nominal`` is guaranteed. ``borrowing_limit`` caps what the team may use above nominal
+    from its cohort (``None`` = no cap). ``lending_limit`` caps how much of its unused
+    nominal the cohort may borrow (``None`` = all of it).
+    """
+
+    nominal: int = Field(default=0, ge=0)
+    borrowing_limit: int | None = Field(default=None, ge=0)
+    lending_limit: int | None = Field(default=None, ge=0)
+
+
+class Team(_Strict):
+    cohort: str | None = None
+    weight: float = Field(default=1.0, gt=0)
+    quota: dict[str, Quota] = Field(default_factory=dict)
+    groups: list[str] = Field(default_factory=list)
+    members: dict[str, Role] = Field(default_factory=dict)
+    default_priority_class: str | None = None
+
+
+class User(_Strict):
+    uid: int = Field(ge=0)
+    gid: int = Field(ge=0)
+    groups: list[int] = Field(default_factory=list)
+    platform_admin: bool = False
+
+
+class SchedulerSettings(_Strict):
+    cycle_interval_s: float = Field(default=1.0, gt=0, le=60)
+    grace_period_s: float = Field(default=10.0, ge=0, le=3600)
+    gpu_type_order: list[str] = Field(
+        default_factory=list,
+        description="Order tried for jobs that accept any gpu type; default: config order.",
+    )
+
+
+class ClusterConfig(_Strict):
+    gpu_types: dict[str, GpuType]
+    pools: list[Pool] = Field(default_factory=list)
+    priority_classes: dict[str, PriorityClass] = Field(
+        default_factory=lambda: {"default": PriorityClass(value=0, default=True)}
+    )
+    cohorts: dict[str, Cohort] = Field(default_factory=dict)
+    teams: dict[str, Team] = Field(default_factory=dict)
+    users: dict[str, User] = Field(default_factory=dict)
+    scheduler: SchedulerSettings = SchedulerSettings()
+
+    def default_priority_class(self, team: str | None = None) -> str:
+        """The class a job gets when it names none: the team's, else the global default."""
+        if team is not None and team in self.teams:
+            own = self.teams[team].default_priority_class
+            if own is not None:
+                return own
+        for name, cls in self.priority_classes.items():
+            if cls.default:
+                return name
+        return min(self.priority_classes, key=lambda n: self.priority_classes[n].value)
+
+    def gpu_type_order(self) -> list[str]:
+        """Preference order for jobs that accept any gpu type."""
+        order = [t for t in self.scheduler.gpu_type_order if t in self.gpu_types]
+        return order + [t for t in self.gpu_types if t not in order]

@@ -1,0 +1,1 @@
+"""Persistence: SQLAlchemy models, Alembic migrations and repositories (DESIGN §9)."""

@@ -1,0 +1,157 @@
+"""SQLAlchemy 2 models of the store.
+
+The store is the source of truth for jobs, attempts, handles, events and tokens. Teams,
+users and pools come from the applied cluster configuration, whose revisions are kept in
+``config_revisions``. Times are stored as timezone-aware UTC (see :class:`UTCDateTime`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Always returns aware UTC datetimes, also on SQLite (which drops the zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use aware UTC times")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("user", "idempotency_key", name="uq_jobs_user_idempotency_key"),
+        Index("ix_jobs_team_submitted", "team", "submitted_at"),
+        Index("ix_jobs_status", "status"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    team: Mapped[str] = mapped_column(String(100))
+    user: Mapped[str] = mapped_column(String(100))
+    status: Mapped[str] = mapped_column(String(20))
+    priority_class: Mapped[str] = mapped_column(String(100))
+    priority: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(20))
+    backend: Mapped[str] = mapped_column(String(30))
+    command: Mapped[list[Any]] = mapped_column(JSON)
+    env: Mapped[dict[str, Any]] = mapped_column(JSON)
+    gpus: Mapped[int] = mapped_column(Integer)
+    nodes: Mapped[int] = mapped_column(Integer)
+    cpus: Mapped[float] = mapped_column(Float)
+    memory_gb: Mapped[float] = mapped_column(Float)
+    gpu_types: Mapped[list[Any]] = mapped_column(JSON)
+    inputs: Mapped[list[Any]] = mapped_column(JSON)
+    outputs: Mapped[list[Any]] = mapped_column(JSON)
+    max_runtime_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    submitted_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    pool: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    gpu_type: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    message: Mapped[str] = mapped_column(Text, default="")
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    pending_reasons: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    reasons_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class AttemptRow(Base):
+    """One try at running a job. ``handle`` is set once the backend accepted it."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (UniqueConstraint("job_id", "number", name="uq_attempts_job_number"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(20), index=True)
+    pool: Mapped[str] = mapped_column(String(100))
+    gpu_type: Mapped[str] = mapped_column(String(100))
+    placements: Mapped[list[Any]] = mapped_column(JSON)
+    borrowed: Mapped[int] = mapped_column(Integer, default=0)
+    handle: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    admitted_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    message: Mapped[str] = mapped_column(Text, default="")
+    cancel_sent: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(40), index=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    kind: Mapped[str] = mapped_column(String(40))
+    message: Mapped[str] = mapped_column(Text)
+
+
+class TokenRow(Base):
+    """An API token. Only a SHA-256 of the secret part is stored."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    user: Mapped[str] = mapped_column(String(100), index=True)
+    secret_hash: Mapped[str] = mapped_column(String(64))
+    description: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class ConfigRevisionRow(Base):
+    __tablename__ = "config_revisions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    applied_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    source: Mapped[str] = mapped_column(String(500))
+    text: Mapped[str] = mapped_column(Text)
+
+
+class ControllerStateRow(Base):
+    """Singleton row (id=1): what the scheduling loop last did, for ``why`` and health."""
+
+    __tablename__ = "controller_state"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    last_cycle_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    holder: Mapped[str] = mapped_column(String(200), default="")
