@@ -68,7 +68,8 @@ def load_factory(
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        hint = f"; install it with: pip install gpupool[{extras[backend]}]" if backend in extras else ""
+        extra = extras.get(backend)
+        hint = f"; install it with: pip install gpupool[{extra}]" if extra else ""
         raise BackendMisconfigured(
             f"backend {backend!r} cannot be loaded ({module_name}: {exc}){hint}"
         ) from exc
@@ -144,11 +145,7 @@ class Registry:
             _close(adapter)
 
     def _lookup(self, pool: str) -> PoolBackend:
-        binding: Any
-        if callable(self._pools):
-            binding = self._pools(pool)
-        else:
-            binding = self._pools.get(pool)
+        binding: Any = self._pools(pool) if callable(self._pools) else self._pools.get(pool)
         if binding is None:
             raise BackendMisconfigured(f"no pool named {pool!r} is configured")
         return cast(PoolBackend, binding)

@@ -30,7 +30,7 @@ def pools(ctx: typer.Context, as_json: JsonFlag = False) -> None:
         )
         for p in found
     ]
-    columns = ("pool", "backend", "gpu type", "nodesxgpus", "allocated/total", "dedicated to")
+    columns = ("pool", "backend", "gpu type", "nodes x gpus", "allocated/total", "dedicated to")
     output.stdout().print(output.table(columns, rows))
 
 

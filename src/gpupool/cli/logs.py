@@ -7,9 +7,9 @@ partial UTF-8 sequences split across chunks survive a pipe into a file or ``less
 from __future__ import annotations
 
 import json
-from typing import Annotated
+import sys
+from typing import Annotated, BinaryIO
 
-import click
 import typer
 
 from gpupool.cli.context import client
@@ -31,7 +31,7 @@ def logs(
     ] = False,
 ) -> None:
     """Print a job's log."""
-    out = click.get_binary_stream("stdout")
+    out = binary_stdout()
     with client(ctx) as sdk:
         if follow:
             for chunk in sdk.follow_logs(job_id, offset=offset):
@@ -46,6 +46,11 @@ def logs(
     else:
         out.write(data)
     out.flush()
+
+
+def binary_stdout() -> BinaryIO:
+    # Looked up per call: test runners and wrappers swap sys.stdout.
+    return sys.stdout.buffer
 
 
 def text(data: bytes) -> str:

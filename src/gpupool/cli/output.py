@@ -83,7 +83,9 @@ def detail_lines(details: Any) -> list[str]:
             continue
         where = item.get("field") or item.get("path") or item.get("loc")
         if isinstance(where, list):
-            where = ".".join(str(part) for part in where)
+            # FastAPI prefixes the request part ("body", "query"); users only know field names.
+            parts = where[1:] if where and where[0] in ("body", "query", "path") else where
+            where = ".".join(str(part) for part in parts)
         message = item.get("message") or item.get("msg") or json.dumps(item)
         lines.append(f"{where}: {message}" if where else str(message))
     return lines

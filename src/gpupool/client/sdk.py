@@ -143,7 +143,7 @@ class Client:
         """Stream log bytes as they are written; the iterator ends when the job has finished."""
         # No read timeout: a healthy job may print nothing for longer than ``timeout``.
         timeout = httpx.Timeout(self._timeout, read=None)
-        params = {"offset": offset, "follow": "true"}
+        params: dict[str, str | int] = {"offset": offset, "follow": "true"}
         with (
             map_transport_errors(self.url),
             self._http.stream(
@@ -178,7 +178,8 @@ class Client:
 
     def health(self) -> dict[str, Any]:
         """``GET /healthz`` (needs no token); raises ``ConnectionFailed`` if nobody answers."""
-        return self._request("GET", "/healthz")
+        body: dict[str, Any] = self._request("GET", "/healthz")
+        return body
 
     # -- plumbing --------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ Decisions recorded here:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from gpupool.spec.models import NAME_PATTERN, ClusterConfig
 from gpupool.spec.problems import Finding, format_path, unknown_name_hint
@@ -38,18 +38,20 @@ def check_config(config: ClusterConfig) -> list[Finding]:
 
 
 def check_names(config: ClusterConfig) -> Iterator[Finding]:
-    sections = {
-        "gpu_types": ("gpu type", config.gpu_types),
-        "teams": ("team", config.teams),
-        "cohorts": ("cohort", config.cohorts),
-    }
-    for section, (what, entries) in sections.items():
-        for name in entries:
+    """Names that become Kubernetes names are DNS labels, like pool names."""
+    sections: list[tuple[str, str, Iterable[str]]] = [
+        ("gpu_types", "gpu type", config.gpu_types),
+        ("teams", "team", config.teams),
+        ("cohorts", "cohort", config.cohorts),
+    ]
+    for section, what, names in sections:
+        for name in names:
             if not re.match(NAME_PATTERN, name):
                 yield Finding((section, name), f"invalid {what} name {name!r}", NAME_RULE)
 
 
 def check_pools(config: ClusterConfig) -> Iterator[Finding]:
+    """Unique names, known gpu type and team, GPUs per node matching the type, sane autoscale."""
     first_index: dict[str, int] = {}
     for i, pool in enumerate(config.pools):
         if pool.name in first_index:
@@ -94,6 +96,7 @@ def check_pools(config: ClusterConfig) -> Iterator[Finding]:
 
 
 def check_priority_classes(config: ClusterConfig) -> Iterator[Finding]:
+    """At least one class, at most one default (see the module docstring)."""
     classes = config.priority_classes
     if not classes:
         yield Finding(
@@ -111,6 +114,7 @@ def check_priority_classes(config: ClusterConfig) -> Iterator[Finding]:
 
 
 def check_teams(config: ClusterConfig) -> Iterator[Finding]:
+    """Known cohort, default class and members; quota per gpu type via ``_check_quota``."""
     for name, team in config.teams.items():
         at = ("teams", name)
         if team.cohort is not None and team.cohort not in config.cohorts:
@@ -137,6 +141,7 @@ def check_teams(config: ClusterConfig) -> Iterator[Finding]:
 
 
 def _check_quota(config: ClusterConfig, team_name: str) -> Iterator[Finding]:
+    """Known gpu type; limits only inside a cohort; a team lends at most its nominal."""
     team = config.teams[team_name]
     for gpu_type, quota in team.quota.items():
         at = ("teams", team_name, "quota", gpu_type)
@@ -163,6 +168,7 @@ def _check_quota(config: ClusterConfig, team_name: str) -> Iterator[Finding]:
 
 
 def check_scheduler(config: ClusterConfig) -> Iterator[Finding]:
+    """``gpu_type_order`` lists known gpu types, each once."""
     seen: set[str] = set()
     for i, gpu_type in enumerate(config.scheduler.gpu_type_order):
         at = ("scheduler", "gpu_type_order", i)

@@ -72,7 +72,7 @@ def _validate(text: str, source: str) -> tuple[ClusterConfig | None, list[Proble
         doc = parse_yaml(text)
     except YamlSyntaxError as exc:
         hint = next(
-            (h for text, h in SPECIFIC_SYNTAX_HINTS.items() if text in exc.message), SYNTAX_HINT
+            (h for needle, h in SPECIFIC_SYNTAX_HINTS.items() if needle in exc.message), SYNTAX_HINT
         )
         return None, [Problem(source, exc.line, "", exc.message, hint)]
 

@@ -132,7 +132,8 @@ def _finding(err: Any) -> Finding:
 def _unknown_key(loc: Loc) -> Finding:
     key = str(loc[-1])
     model = annotation_at(loc[:-1])
-    allowed = list(model.model_fields) if isinstance(model, type) else []
+    is_model = isinstance(model, type) and issubclass(model, BaseModel)
+    allowed = list(model.model_fields) if is_model else []
     parent = format_path(loc[:-1]) or "the top level"
     return Finding(
         loc,

@@ -35,9 +35,7 @@ class GpuInfo:
 
 
 def run_command(argv: Sequence[str]) -> str:
-    return subprocess.run(
-        list(argv), capture_output=True, text=True, check=True, timeout=30
-    ).stdout
+    return subprocess.run(list(argv), capture_output=True, text=True, check=True, timeout=30).stdout
 
 
 def parse_nvidia_smi(text: str) -> tuple[GpuInfo, ...]:

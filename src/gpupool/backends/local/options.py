@@ -35,7 +35,8 @@ class LocalOptions:
         unknown = sorted(set(raw) - known)
         if unknown:
             raise BackendMisconfigured(
-                f"unknown local pool options: {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+                f"unknown local pool options: {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(known))}"
             )
         values: dict[str, Any] = dict(raw)
         try:

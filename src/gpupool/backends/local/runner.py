@@ -32,6 +32,7 @@ the create time that the adapter's liveness check compares with, computed the sa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -94,10 +95,8 @@ def read_grace(path: Path, default: float) -> float:
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is already gone
 
 
 def _signal_name(signum: int) -> str:

@@ -1,0 +1,39 @@
+"""CLI test wiring: commands get an SDK ``Client`` over a ``FakeApi`` through ``make_client``.
+
+``gpupool.cli.context.make_client`` is the CLI's only way to build a client, so replacing it is
+all it takes to run real commands against a fake server. URL and token still resolve through
+the SDK's settings, so ``--url``/``--token`` and ``GPUPOOL_*`` are exercised too.
+"""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from gpupool.cli import context
+from gpupool.client.sdk import Client
+from gpupool.client.testing import FakeApi
+
+
+@pytest.fixture(autouse=True)
+def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPUPOOL_URL", raising=False)
+    monkeypatch.delenv("GPUPOOL_TOKEN", raising=False)
+    # Wide enough that Rich never folds a cell the tests look for.
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
+    fake = FakeApi()
+
+    def make_client(url: str | None, token: str | None) -> Client:
+        return Client(url, token, transport=fake.transport)
+
+    monkeypatch.setattr(context, "make_client", make_client)
+    return fake
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()

@@ -1,0 +1,160 @@
+"""``gpupool jobs``, ``job``, ``cancel``, ``why`` and ``logs`` over a FakeApi."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+from typer.testing import CliRunner
+
+from gpupool.cli.main import app
+from gpupool.client.testing import FakeApi, attempt_json, job_json, why_json
+
+
+def test_jobs_table(api: FakeApi, runner: CliRunner) -> None:
+    api.add(
+        "GET",
+        "/v1/jobs",
+        json={
+            "items": [
+                job_json(id="j-1", status="running", pool="local-h100", gpu_type="h100"),
+                job_json(id="j-2", resources={"gpus": 2, "gpu_types": ["h100", "t4"]}),
+            ],
+            "next_cursor": None,
+        },
+    )
+
+    result = runner.invoke(app, ["jobs", "--team", "team-a"])
+
+    assert result.exit_code == 0, result.output
+    header = result.stdout.splitlines()[1]
+    for column in ("id", "name", "team", "user", "status", "gpus", "pool", "age"):
+        assert column in header
+    assert "j-1" in result.stdout and "1xh100" in result.stdout and "local-h100" in result.stdout
+    assert "2xh100|t4" in result.stdout
+    assert dict(api.last.url.params) == {"team": "team-a", "limit": "50"}
+
+
+def test_jobs_json_is_the_page(api: FakeApi, runner: CliRunner) -> None:
+    api.add("GET", "/v1/jobs", json={"items": [job_json(id="j-1")], "next_cursor": "c2"})
+
+    result = runner.invoke(app, ["jobs", "--json", "--status", "queued", "--limit", "1"])
+
+    assert result.exit_code == 0, result.output
+    page = json.loads(result.stdout)
+    assert [job["id"] for job in page["items"]] == ["j-1"]
+    assert page["next_cursor"] == "c2"
+    assert dict(api.last.url.params) == {"status": "queued", "limit": "1"}
+
+
+def test_jobs_all_follows_cursors(api: FakeApi, runner: CliRunner) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("cursor") == "c2":
+            return httpx.Response(200, json={"items": [job_json(id="j-2")], "next_cursor": None})
+        return httpx.Response(200, json={"items": [job_json(id="j-1")], "next_cursor": "c2"})
+
+    api.add("GET", "/v1/jobs", handler)
+
+    result = runner.invoke(app, ["jobs", "--all", "--json"])
+
+    assert result.exit_code == 0, result.output
+    page = json.loads(result.stdout)
+    assert [job["id"] for job in page["items"]] == ["j-1", "j-2"]
+    assert page["next_cursor"] is None
+
+
+def test_job_detail_shows_attempts(api: FakeApi, runner: CliRunner) -> None:
+    attempts = [
+        attempt_json(number=1, status="preempted", message="preempted by j-9"),
+        attempt_json(number=2, devices=[[0, 1]]),
+    ]
+    api.add("GET", "/v1/jobs/j-1", json=job_json(id="j-1", status="running", attempts=attempts))
+
+    result = runner.invoke(app, ["job", "j-1"])
+
+    assert result.exit_code == 0, result.output
+    assert "python train.py" in result.stdout
+    assert "preempted by j-9" in result.stdout
+    assert "0,1" in result.stdout
+
+
+def test_cancel(api: FakeApi, runner: CliRunner) -> None:
+    api.add("POST", "/v1/jobs/j-1/cancel", json=job_json(id="j-1", status="cancelled"))
+
+    result = runner.invoke(app, ["cancel", "j-1"])
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "j-1 cancelled\n"
+
+
+def test_why_table_and_summary(api: FakeApi, runner: CliRunner) -> None:
+    api.add("GET", "/v1/jobs/j-1/why", json=why_json(job_id="j-1"))
+
+    result = runner.invoke(app, ["why", "j-1"])
+
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "no gpu type can admit the job now" in out
+    assert "quota_exhausted" in out and "team-a uses 4/4 h100" in out
+    assert "no_capacity" in out and "0 of 8 t4 free" in out
+
+
+def test_why_json(api: FakeApi, runner: CliRunner) -> None:
+    api.add("GET", "/v1/jobs/j-1/why", json=why_json(job_id="j-1"))
+
+    result = runner.invoke(app, ["why", "j-1", "--json"])
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["reasons"][1]["gpu_type"] == "t4"
+
+
+def test_server_text_is_not_rich_markup(api: FakeApi, runner: CliRunner) -> None:
+    api.add("GET", "/v1/jobs/j-1/why", json=why_json(summary="waiting for [bold]h100[/bold]"))
+
+    result = runner.invoke(app, ["why", "j-1"])
+
+    assert "waiting for [bold]h100[/bold]" in result.stdout
+
+
+def test_logs_writes_raw_bytes(api: FakeApi, runner: CliRunner) -> None:
+    raw = b"loss=0.1\n\xff\xfe binary\n"
+    api.add("GET", "/v1/jobs/j-1/logs", content=raw, headers={"X-Next-Offset": "20"})
+
+    result = runner.invoke(app, ["logs", "j-1"])
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout_bytes == raw
+
+
+def test_logs_follow_streams_until_the_end(api: FakeApi, runner: CliRunner) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b"epoch 1\n"
+        yield b"epoch 2\n"
+
+    api.add("GET", "/v1/jobs/j-1/logs", lambda request: httpx.Response(200, content=chunks()))
+
+    result = runner.invoke(app, ["logs", "-f", "j-1"])
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout_bytes == b"epoch 1\nepoch 2\n"
+    assert api.last.url.params["follow"] == "true"
+
+
+def test_logs_json(api: FakeApi, runner: CliRunner) -> None:
+    api.add(
+        "GET",
+        "/v1/jobs/j-1/logs",
+        content=b"hi\n",
+        headers={"X-Next-Offset": "3", "X-Log-Complete": "true"},
+    )
+
+    result = runner.invoke(app, ["logs", "j-1", "--json"])
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "job_id": "j-1",
+        "data": "hi\n",
+        "next_offset": 3,
+        "complete": True,
+    }
