@@ -74,9 +74,7 @@ def test_rendezvous_equal_weights_spread_evenly() -> None:
         pytest.param([("a", 1.0), ("a", 2.0)], "unique", id="duplicate names"),
     ],
 )
-def test_rendezvous_rejects_bad_candidates(
-    candidates: list[tuple[str, float]], match: str
-) -> None:
+def test_rendezvous_rejects_bad_candidates(candidates: list[tuple[str, float]], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         rendezvous_order("job", candidates)
 

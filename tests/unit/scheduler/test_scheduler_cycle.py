@@ -39,9 +39,7 @@ def node(
     return NodeView(name, gpus, cpus, memory_gb, frozenset(used), used_cpus, used_memory_gb)
 
 
-def pool(
-    name: str, gpu_type: str, *nodes: NodeView, dedicated_to: str | None = None
-) -> PoolView:
+def pool(name: str, gpu_type: str, *nodes: NodeView, dedicated_to: str | None = None) -> PoolView:
     return PoolView(name, gpu_type, "local", tuple(nodes), dedicated_to)
 
 
@@ -86,7 +84,7 @@ class Case:
     teams: tuple[TeamView, ...]
     pending: tuple[PendingJob, ...]
     running: tuple[RunningJob, ...] = ()
-    policy: Policy = Policy()
+    policy: Policy = field(default_factory=Policy)
     # job id -> (pool, {node: devices}); an admitted job not listed here fails the case.
     want_admitted: dict[str, tuple[str, dict[str, tuple[int, ...]]]] = field(default_factory=dict)
     want_pending: dict[str, set[ReasonCode]] = field(default_factory=dict)
@@ -168,7 +166,10 @@ QUOTA_CASES = [
     pytest.param(
         Case(
             pools=(pool("h100-a", "h100", node("h1", 8)),),
-            teams=(team("team-a", "research", h100=quota(2, 1)), team("team-b", "research", h100=quota(6))),
+            teams=(
+                team("team-a", "research", h100=quota(2, 1)),
+                team("team-b", "research", h100=quota(6)),
+            ),
             pending=(job("j1", "team-a", 4),),
             want_pending={"j1": {QUOTA}},
         ),
@@ -365,8 +366,8 @@ CAPACITY_CASES = [
     pytest.param(
         Case(
             pools=(
-                pool("h100-a", "h100", node("h1", 4)),
-                pool("h100-b", "h100", node("h2", 4, used=(0,))),
+                pool("h100-a", "h100", node("h1", 4), node("h1b", 4, used=(0, 1, 2, 3))),
+                pool("h100-b", "h100", node("h2", 4, used=(0,)), node("h2b", 4)),
             ),
             teams=(team("team-a", h100=quota(16)),),
             pending=(job("gang", "team-a", 4, nodes=2, at=1), job("small", "team-a", 2, at=2)),
@@ -509,7 +510,11 @@ ORDER_CASES = [
         Case(
             pools=(pool("h100-a", "h100", node("h1", 8)),),
             teams=(team("team-a", h100=quota(8)),),
-            pending=(job("j1", "team-a", at=1), job("j2", "team-a", at=2), job("j3", "team-a", at=3)),
+            pending=(
+                job("j1", "team-a", at=1),
+                job("j2", "team-a", at=2),
+                job("j3", "team-a", at=3),
+            ),
             policy=Policy(max_admissions=1),
             want_admitted={"j1": ("h100-a", {"h1": (0,)})},
         ),
@@ -598,7 +603,10 @@ def _busy_snapshot(seed: int) -> Snapshot:
         pool(
             f"{gpu_type}-{p}",
             gpu_type,
-            *(node(f"{gpu_type}-{p}-n{n}", 4, used=tuple(range(rng.randint(0, 4)))) for n in range(4)),
+            *(
+                node(f"{gpu_type}-{p}-n{n}", 4, used=tuple(range(rng.randint(0, 4))))
+                for n in range(4)
+            ),
         )
         for gpu_type in ("h100", "t4")
         for p in range(2)

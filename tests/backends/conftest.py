@@ -1,0 +1,275 @@
+"""Harnesses that let one contract suite drive every backend adapter.
+
+A harness turns a :class:`Behaviour` (how long the job runs, its exit code, whether it traps
+SIGTERM) into a ``JobSpec`` for its adapter, waits on that adapter's notion of time, and
+reports what the job observed (how often it ran, its environment, whether it got SIGTERM).
+Adapters that execute real commands (local; later slurm, ray) run :data:`JOB_SCRIPT`, which
+writes its observations under an ``obs`` directory; the fake backend exposes them directly.
+To add an adapter: write a harness and add it to ``HARNESSES``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from gpupool.backends.base import (
+    FINAL_STATES,
+    AdapterContext,
+    Backend,
+    BackendStatus,
+    JobHandle,
+    JobSpec,
+    RunState,
+)
+from gpupool.backends.fake import (
+    DURATION_ENV,
+    EXIT_CODE_ENV,
+    FakeBackend,
+    FakeCluster,
+)
+from gpupool.backends.local.adapter import LocalBackend
+
+POOL = "test-shared-dev-t4-pool"
+WAIT_S = 10.0
+
+# The job used by real-process adapters. Observations go to $CT_OBS (one dir per key).
+JOB_SCRIPT = """
+import json, os, pathlib, signal, sys, time
+obs = pathlib.Path(os.environ["CT_OBS"])
+obs.mkdir(parents=True, exist_ok=True)
+with open(obs / "runs", "a") as f:
+    f.write("run\\n")
+seen = {k: v for k, v in os.environ.items() if k.startswith(("GPUPOOL_", "CUDA_", "CT_"))}
+seen["cwd"] = os.getcwd()
+(obs / "env.tmp").write_text(json.dumps(seen))
+os.replace(obs / "env.tmp", obs / "env.json")
+trap = os.environ.get("CT_TRAP", "")
+def on_term(signum, frame):
+    (obs / "sigterm").write_text("received")
+    if trap == "exit":
+        sys.exit(143)
+if trap:
+    signal.signal(signal.SIGTERM, on_term)
+print("hello from", os.environ["GPUPOOL_JOB_ID"] + "." + os.environ["GPUPOOL_ATTEMPT"], flush=True)
+(obs / "ready").write_text("")
+end = time.monotonic() + float(os.environ.get("CT_DURATION", "0"))
+while time.monotonic() < end:
+    time.sleep(0.02)
+sys.exit(int(os.environ.get("CT_EXIT", "0")))
+"""
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """What the job does. Test modules pass these as keywords to ``Harness.spec`` (they do not
+    import this module: with ``--import-mode=importlib`` a conftest is not importable)."""
+
+    duration_s: float = 0.0
+    exit_code: int = 0
+    trap_term: str = ""  # "" default action; "exit": record and exit 143; "ignore": record only
+
+
+class Harness(Protocol):
+    name: str
+    real_processes: bool
+    backend: Backend
+
+    def restart(self) -> Backend: ...
+    def spec(self, job_id: str, **overrides: Any) -> JobSpec:
+        """A spec for ``job_id``; ``Behaviour`` fields and ``JobSpec`` fields as keywords."""
+        ...
+    def wait(
+        self, handle: JobHandle, until: Callable[[BackendStatus], bool] | None = None
+    ) -> BackendStatus: ...
+    def wait_started(self, handle: JobHandle, spec: JobSpec) -> None: ...
+    def runs(self, spec: JobSpec) -> int: ...
+    def env_seen(self, spec: JobSpec) -> dict[str, str]: ...
+    def sigterm_seen(self, spec: JobSpec) -> bool: ...
+    def cleanup(self) -> None: ...
+
+
+def base_spec(job_id: str, **overrides: Any) -> JobSpec:
+    spec = JobSpec(
+        job_id=job_id,
+        attempt=1,
+        team="team-a",
+        user="alice",
+        command=("true",),
+        pool=POOL,
+        gpu_type="t4",
+        gpus_per_node=0,
+    )
+    return replace(spec, **overrides)
+
+
+def split_behaviour(overrides: dict[str, Any]) -> Behaviour:
+    names = [f.name for f in fields(Behaviour)]
+    return Behaviour(**{n: overrides.pop(n) for n in names if n in overrides})
+
+
+def is_final(status: BackendStatus) -> bool:
+    return status.state in FINAL_STATES
+
+
+class LocalHarness:
+    name = "local"
+    real_processes = True
+
+    def __init__(self, tmp_path: Path, options: dict[str, Any] | None = None) -> None:
+        self.obs = tmp_path / "obs"
+        self.ctx = AdapterContext(
+            pool=POOL,
+            gpu_type="t4",
+            options={"max_runtime_grace_s": 1, **(options or {})},
+            state_dir=tmp_path / "state",
+            gpus_per_node=4,
+        )
+        self.backend = LocalBackend(self.ctx)
+
+    def restart(self) -> Backend:
+        self.backend = LocalBackend(self.ctx)
+        return self.backend
+
+    def spec(self, job_id: str, **overrides: Any) -> JobSpec:
+        behaviour = split_behaviour(overrides)
+        key = f"{job_id}.{overrides.get('attempt', 1)}"
+        env = {
+            "CT_OBS": str(self.obs / key),
+            "CT_DURATION": str(behaviour.duration_s),
+            "CT_EXIT": str(behaviour.exit_code),
+            "CT_TRAP": behaviour.trap_term,
+            **overrides.pop("env", {}),
+        }
+        return base_spec(
+            job_id, command=(sys.executable, "-c", JOB_SCRIPT), env=env, **overrides
+        )
+
+    def wait(
+        self, handle: JobHandle, until: Callable[[BackendStatus], bool] | None = None
+    ) -> BackendStatus:
+        until = until or is_final
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            status = self.backend.poll([handle])[handle.key]
+            if until(status):
+                return status
+            if time.monotonic() > deadline:
+                pytest.fail(f"{handle.key} still {status} after {WAIT_S}s")
+            time.sleep(0.05)
+
+    def wait_started(self, handle: JobHandle, spec: JobSpec) -> None:
+        ready = Path(spec.env["CT_OBS"]) / "ready"
+        deadline = time.monotonic() + WAIT_S
+        while not ready.exists():
+            if time.monotonic() > deadline:
+                pytest.fail(f"{spec.key} did not start within {WAIT_S}s")
+            time.sleep(0.02)
+
+    def runs(self, spec: JobSpec) -> int:
+        path = Path(spec.env["CT_OBS"]) / "runs"
+        return len(path.read_text().splitlines()) if path.exists() else 0
+
+    def env_seen(self, spec: JobSpec) -> dict[str, str]:
+        return json.loads((Path(spec.env["CT_OBS"]) / "env.json").read_text())
+
+    def sigterm_seen(self, spec: JobSpec) -> bool:
+        return (Path(spec.env["CT_OBS"]) / "sigterm").exists()
+
+    def cleanup(self) -> None:
+        """Stop whatever a failed test left running (runners outlive the test process)."""
+        root = Path(self.ctx.state_dir) / "local" / POOL
+        for attempt in root.iterdir() if root.is_dir() else ():
+            handle = JobHandle("local", POOL, "", attempt.name, {"dir": str(attempt)})
+            self.backend.cancel(handle, 0)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class FakeHarness:
+    name = "fake"
+    real_processes = False
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.clock = FakeClock()
+        self.cluster = FakeCluster(self.clock)
+        self.ctx = AdapterContext(pool=POOL, gpu_type="t4", state_dir=tmp_path, gpus_per_node=4)
+        self.backend = FakeBackend(self.ctx, cluster=self.cluster)
+
+    def restart(self) -> Backend:
+        self.backend = FakeBackend(self.ctx, cluster=self.cluster)
+        return self.backend
+
+    def spec(self, job_id: str, **overrides: Any) -> JobSpec:
+        behaviour = split_behaviour(overrides)
+        env = {
+            DURATION_ENV: str(behaviour.duration_s),
+            EXIT_CODE_ENV: str(behaviour.exit_code),
+            **overrides.pop("env", {}),
+        }
+        return base_spec(job_id, env=env, **overrides)
+
+    def wait(
+        self, handle: JobHandle, until: Callable[[BackendStatus], bool] | None = None
+    ) -> BackendStatus:
+        until = until or is_final
+        for _ in range(int(WAIT_S / 0.05)):
+            status = self.backend.poll([handle])[handle.key]
+            if until(status):
+                return status
+            self.clock.advance(0.05)
+        pytest.fail(f"{handle.key} still {status} after {WAIT_S}s of fake time")
+
+    def wait_started(self, handle: JobHandle, spec: JobSpec) -> None:
+        self.wait(handle, lambda s: s.state != RunState.PENDING)
+
+    def runs(self, spec: JobSpec) -> int:
+        return 1 if self.cluster.run(spec.key) is not None else 0
+
+    def env_seen(self, spec: JobSpec) -> dict[str, str]:
+        run = self.cluster.run(spec.key)
+        assert run is not None
+        return dict(run.env)
+
+    def sigterm_seen(self, spec: JobSpec) -> bool:
+        run = self.cluster.run(spec.key)
+        return run is not None and "SIGTERM" in run.signals
+
+    def cleanup(self) -> None:
+        pass
+
+
+HARNESSES: dict[str, Callable[[Path], Harness]] = {
+    "local": LocalHarness,
+    "fake": FakeHarness,
+}
+
+
+@pytest.fixture(params=sorted(HARNESSES))
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
+    made = HARNESSES[request.param](tmp_path)
+    yield made
+    made.cleanup()
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Iterator[LocalHarness]:
+    made = LocalHarness(tmp_path)
+    yield made
+    made.cleanup()

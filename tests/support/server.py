@@ -1,0 +1,87 @@
+"""A real ``gpupool server`` in a subprocess, for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+TOKEN_LINE = re.compile(r"^\s+(\S+)\s+(gpt_\S+)$")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    def __init__(self, home: Path, config: Path, port: int | None = None) -> None:
+        self.home = home
+        self.config = config
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.tokens: dict[str, str] = {}
+        self.proc: subprocess.Popen[str] | None = None
+        self.log = home.parent / f"server-{self.port}.log"
+
+    def start(self, timeout: float = 30.0) -> None:
+        env = {**os.environ, "GPUPOOL_HOME": str(self.home)}
+        env.pop("GPUPOOL_DATABASE_URL", None)
+        with self.log.open("a") as out:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gpupool", "server", "--config", str(self.config),
+                 "--port", str(self.port)],
+                stdout=out, stderr=subprocess.STDOUT, text=True, env=env,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.log.read_text()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        else:
+            raise RuntimeError(f"server did not start:\n{self.log.read_text()}")
+        for line in self.log.read_text().splitlines():
+            if match := TOKEN_LINE.match(line):
+                self.tokens[match.group(1)] = match.group(2)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, as in a crash."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def client(self, user: str) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {self.tokens[user]}"}, timeout=10
+        )
+
+
+def wait_for(check, timeout: float = 20.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
