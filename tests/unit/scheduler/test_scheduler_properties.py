@@ -30,7 +30,9 @@ TEAMS = ("team-a", "team-b", "team-c", "team-d")
 
 
 @st.composite
-def snapshots(draw: st.DrawFn) -> Snapshot:
+def snapshots(draw: st.DrawFn, roomy: bool = False) -> Snapshot:
+    """Random small clusters; ``roomy`` ones (large shared nodes, one cohort) make borrowing
+    the usual limit instead of room, so the quota invariants get exercised often."""
     teams: dict[str, TeamView] = {}
     for name in TEAMS[: draw(st.integers(1, len(TEAMS)))]:
         quotas = {
@@ -39,9 +41,9 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
                 draw(st.none() | st.integers(0, 6)),
                 draw(st.none() | st.integers(0, 6)),
             )
-            for gpu_type in draw(st.lists(st.sampled_from(GPU_TYPES), unique=True, min_size=1))
+            for gpu_type in draw(st.lists(st.sampled_from(GPU_TYPES), unique=True, min_size=2))
         }
-        cohort = draw(st.sampled_from([None, "research", "research", "research", "prod"]))
+        cohort = "research" if roomy else draw(st.sampled_from([None, "research", "prod"]))
         weight = draw(st.sampled_from([0.5, 1.0, 2.0]))
         teams[name] = TeamView(name, cohort, weight, quotas)
     team_names = sorted(teams)
@@ -53,8 +55,11 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
         pool_name = f"{gpu_type}-{p}"
         nodes: list[NodeView] = []
         for n in range(draw(st.integers(1, 4))):
-            gpus = draw(st.integers(0, 8))
-            cpus, memory = float(draw(st.integers(1, 16))), float(draw(st.integers(1, 64)))
+            gpus = 8 if roomy else draw(st.integers(0, 8))
+            cpus, memory = (64.0, 512.0) if roomy else (
+                float(draw(st.integers(1, 16))),
+                float(draw(st.integers(1, 64))),
+            )
             used = draw(st.lists(st.integers(0, max(gpus - 1, 0)), unique=True, max_size=gpus))
             used = [d for d in used if d < gpus]
             used_cpus = draw(st.floats(0, cpus, allow_nan=False))
@@ -66,7 +71,7 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
                 running.append(
                     RunningJob(f"r-{node_name}", owner, 0, gpu_type, pool_name, (placement,))
                 )
-        dedicated = draw(st.none() | st.none() | st.sampled_from(team_names))
+        dedicated = None if roomy else draw(st.none() | st.none() | st.sampled_from(team_names))
         pools.append(PoolView(pool_name, gpu_type, "local", tuple(nodes), dedicated))
 
     # Mostly types that have pools, so jobs get past NO_POOL; sometimes one that has none.
@@ -177,8 +182,11 @@ def check_complete(snapshot: Snapshot, policy: Policy, result: CycleResult) -> N
         assert len(admitted) <= policy.max_admissions
 
 
+any_snapshot = st.one_of(snapshots(), snapshots(roomy=True))
+
+
 @settings(max_examples=100, deadline=None)
-@given(snapshot=snapshots(), policy=policies)
+@given(snapshot=any_snapshot, policy=policies)
 def test_cycle_invariants(snapshot: Snapshot, policy: Policy) -> None:
     result = run_cycle(snapshot, policy)
     check_capacity(snapshot, result)
@@ -187,7 +195,7 @@ def test_cycle_invariants(snapshot: Snapshot, policy: Policy) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(snapshot=snapshots(), policy=policies, data=st.data())
+@given(snapshot=any_snapshot, policy=policies, data=st.data())
 def test_same_input_same_output(snapshot: Snapshot, policy: Policy, data: st.DataObject) -> None:
     """Deterministic, and blind to the order the snapshot lists things in."""
     result = run_cycle(snapshot, policy)
@@ -206,7 +214,7 @@ def test_same_input_same_output(snapshot: Snapshot, policy: Policy, data: st.Dat
 
 
 @settings(max_examples=100, deadline=None)
-@given(snapshot=snapshots())
+@given(snapshot=any_snapshot)
 def test_nothing_more_fits_after_applying_the_cycle(snapshot: Snapshot) -> None:
     """Room and idle quota only shrink within a cycle, so a second cycle admits nothing new."""
     result = run_cycle(snapshot, Policy())

@@ -1,0 +1,102 @@
+"""The store on SQLite and PostgreSQL: migrations, models, constraints, time zones."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import Engine, select, text
+from sqlalchemy.exc import IntegrityError
+
+from gpupool.auth.tokens import create_token, verify_token
+from gpupool.core.errors import Unauthenticated
+from gpupool.state.db import make_engine, session_factory, upgrade
+from gpupool.state.models import Base, JobRow
+from support.databases import postgres_url  # noqa: F401  (fixture)
+
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'store.db'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+    built = make_engine(url)
+    with built.begin() as conn:  # each test starts from an empty schema
+        Base.metadata.drop_all(conn)
+        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
+    upgrade(built)
+    try:
+        yield built
+    finally:
+        built.dispose()
+
+
+def job(job_id: str, user: str = "alice", key: str | None = None) -> JobRow:
+    return JobRow(
+        id=job_id, name=job_id, team="team-a", user=user, status="queued",
+        priority_class="training", priority=100, kind="training", backend="auto",
+        command=["true"], env={}, gpus=1, nodes=1, cpus=1.0, memory_gb=1.0, gpu_types=["h100"],
+        inputs=[], outputs=[], max_runtime_s=None, idempotency_key=key, submitted_at=T0,
+        attempt=0, message="", cancel_requested=False, pending_reasons=[],
+    )
+
+
+def test_migrations_match_the_models(engine: Engine) -> None:
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
+
+
+def test_upgrade_is_idempotent(engine: Engine) -> None:
+    upgrade(engine)
+    with engine.connect() as conn:
+        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0001"
+
+
+def test_times_come_back_aware_utc(engine: Engine) -> None:
+    sessions = session_factory(engine)
+    with sessions.begin() as session:
+        session.add(job("j-1"))
+    with sessions() as session:
+        row = session.scalars(select(JobRow)).one()
+    assert row.submitted_at == T0 and row.submitted_at.tzinfo is not None
+
+
+def test_naive_times_are_refused(engine: Engine) -> None:
+    sessions = session_factory(engine)
+    row = job("j-1")
+    row.submitted_at = datetime(2026, 1, 1)  # noqa: DTZ001  (the point of the test)
+    with pytest.raises(Exception, match="naive datetime"), sessions.begin() as session:
+        session.add(row)
+
+
+def test_one_job_per_user_and_idempotency_key(engine: Engine) -> None:
+    sessions = session_factory(engine)
+    with sessions.begin() as session:
+        session.add(job("j-1", key="k"))
+        session.add(job("j-2", user="bob", key="k"))  # another user may reuse the key
+    with pytest.raises(IntegrityError), sessions.begin() as session:
+        session.add(job("j-3", key="k"))
+    with sessions() as session:
+        assert len(session.scalars(select(JobRow)).all()) == 2  # nothing half-written
+
+
+def test_tokens_are_hashed_expire_and_verify(engine: Engine) -> None:
+    sessions = session_factory(engine)
+    with sessions.begin() as session:
+        issued = create_token(session, "alice", T0, ttl=timedelta(hours=1))
+    with sessions() as session:
+        stored = session.execute(text("SELECT secret_hash FROM tokens")).scalar_one()
+        assert issued.secret.split("_", 2)[2] not in stored
+        assert verify_token(session, issued.secret, T0).user == "alice"
+        with pytest.raises(Unauthenticated, match="expired"):
+            verify_token(session, issued.secret, T0 + timedelta(hours=2))
+        with pytest.raises(Unauthenticated, match="invalid"):
+            verify_token(session, issued.secret[:-2] + "xx", T0)
