@@ -86,6 +86,7 @@ class Harness(Protocol):
     def spec(self, job_id: str, **overrides: Any) -> JobSpec:
         """A spec for ``job_id``; ``Behaviour`` fields and ``JobSpec`` fields as keywords."""
         ...
+
     def wait(
         self, handle: JobHandle, until: Callable[[BackendStatus], bool] | None = None
     ) -> BackendStatus: ...
@@ -148,9 +149,7 @@ class LocalHarness:
             "CT_TRAP": behaviour.trap_term,
             **overrides.pop("env", {}),
         }
-        return base_spec(
-            job_id, command=(sys.executable, "-c", JOB_SCRIPT), env=env, **overrides
-        )
+        return base_spec(job_id, command=(sys.executable, "-c", JOB_SCRIPT), env=env, **overrides)
 
     def wait(
         self, handle: JobHandle, until: Callable[[BackendStatus], bool] | None = None

@@ -178,9 +178,7 @@ class DevicesCase:
         pytest.param(DevicesCase(2, ((1, 3),), "1,3"), id="two GPUs in the given order"),
     ],
 )
-def test_cuda_visible_devices_are_the_assigned_devices(
-    harness: Harness, case: DevicesCase
-) -> None:
+def test_cuda_visible_devices_are_the_assigned_devices(harness: Harness, case: DevicesCase) -> None:
     spec = harness.spec("gpus", gpus_per_node=case.gpus, devices=case.devices)
     harness.wait(harness.backend.submit(spec))
     assert harness.env_seen(spec)["CUDA_VISIBLE_DEVICES"] == case.want

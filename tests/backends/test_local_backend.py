@@ -20,6 +20,7 @@ from gpupool.backends.base import (
     AdapterContext,
     Capability,
     JobHandle,
+    JobSpec,
     PosixIdentity,
     RunState,
 )
@@ -61,11 +62,11 @@ def attempt_dir(handle: JobHandle) -> Path:
 
 def test_jobs_survive_the_death_of_the_submitting_process(local: LocalHarness) -> None:
     spec = local.spec("orphan", duration_s=1.5)
-    script = f"""
+    script = """
 import json, os, signal, sys
 from gpupool.backends.base import AdapterContext, JobSpec
 from gpupool.backends.local.adapter import LocalBackend
-ctx = AdapterContext(**{{**json.loads(sys.argv[1]), "state_dir": sys.argv[2]}})
+ctx = AdapterContext(**{**json.loads(sys.argv[1]), "state_dir": sys.argv[2]})
 spec = JobSpec(**json.loads(sys.argv[3]))
 handle = LocalBackend(ctx).submit(spec)
 print(json.dumps(handle.to_dict()), flush=True)
@@ -128,7 +129,9 @@ def test_a_claim_without_runner_waits_then_is_lost(tmp_path: Path) -> None:
 
 def test_a_late_runner_is_found_through_the_attempt_dir(tmp_path: Path) -> None:
     launched: list[Path] = []
-    ctx = AdapterContext(pool=POOL, gpu_type="t4", state_dir=tmp_path, options={"launch_timeout_s": 0})
+    ctx = AdapterContext(
+        pool=POOL, gpu_type="t4", state_dir=tmp_path, options={"launch_timeout_s": 0}
+    )
     backend = LocalBackend(ctx, launcher=launched.append)
     handle = backend.submit(make_spec())
 
@@ -219,9 +222,7 @@ def test_the_job_gets_only_a_minimal_server_environment(
     spec = make_spec(command=("sh", "-c", "env"))
     handle = local.backend.submit(spec)
     local.wait(handle)
-    env = dict(
-        line.split("=", 1) for line in local.backend.logs(handle).data.decode().splitlines()
-    )
+    env = dict(line.split("=", 1) for line in local.backend.logs(handle).data.decode().splitlines())
     assert "GPUPOOL_TEST_SECRET" not in env
     assert env["PATH"] == os.environ["PATH"]
     assert "HOME" in env
@@ -252,9 +253,7 @@ def test_the_job_runs_with_the_users_posix_identity(open_dir: Path) -> None:
     assert (attempt_dir(handle) / "exit.json").stat().st_uid == 0  # the job cannot forge it
 
 
-def make_spec(**overrides: Any) -> Any:
-    from gpupool.backends.base import JobSpec
-
+def make_spec(**overrides: Any) -> JobSpec:
     spec = JobSpec(
         job_id="j",
         attempt=1,
@@ -336,3 +335,16 @@ def test_os_errors_are_classified_at_the_boundary(
         raise error
     if not isinstance(error, BackendError):
         assert caught.value.__cause__ is error
+
+
+def test_the_runner_imports_no_other_part_of_gpupool() -> None:
+    probe = "import sys, gpupool.backends.local.runner; print(*sorted(sys.modules))"
+    argv = [sys.executable, "-c", probe]
+    loaded = subprocess.run(argv, capture_output=True, text=True, check=True)
+    ours = [m for m in loaded.stdout.split() if m.startswith("gpupool")]
+    assert ours == [
+        "gpupool",
+        "gpupool.backends",
+        "gpupool.backends.local",
+        "gpupool.backends.local.runner",
+    ]

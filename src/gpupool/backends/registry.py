@@ -11,8 +11,10 @@ Invariants:
   cluster and block for seconds; one slow pool must not stall every other pool). Two threads
   may therefore both construct an adapter for the same pool; exactly one is published and the
   loser is closed, so callers still only ever see one instance per pool.
-* Every failure to load an adapter is :class:`BackendMisconfigured`: it is a configuration or
-  installation problem, never worth retrying.
+* Every failure to import an adapter is :class:`BackendMisconfigured` (a configuration or
+  installation problem, never worth retrying). A constructor may raise its own classified
+  :class:`BackendError` (say, ``BackendUnavailable`` while its cluster is down); anything else
+  it raises becomes ``BackendMisconfigured``. Failures are not cached: the next get retries.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from gpupool.backends.base import AdapterContext, Backend
-from gpupool.backends.errors import BackendMisconfigured
+from gpupool.backends.errors import BackendError, BackendMisconfigured
 
 Factory = Callable[[AdapterContext], Backend]
 
@@ -118,9 +120,9 @@ class Registry:
         factory = load_factory(binding.backend, self._adapters, self._extras)
         try:
             built = factory(binding.context)
-        except BackendMisconfigured:
-            raise
-        except Exception as exc:  # a constructor's own failure is a configuration problem
+        except BackendError:
+            raise  # already classified (e.g. BackendUnavailable: the cluster is down, retry)
+        except Exception as exc:  # an unclassified constructor failure: fail loudly
             raise BackendMisconfigured(
                 f"backend {binding.backend!r} for pool {pool!r} failed to start: {exc}"
             ) from exc

@@ -11,17 +11,31 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 JobStatus = Literal[
     "queued", "admitted", "running", "succeeded", "failed", "cancelled", "preempted", "lost"
 ]
-# Terminal states: the job will not run again.
-FINISHED_STATUSES = frozenset({"succeeded", "failed", "cancelled", "lost"})
+# Terminal states: the job will not run again (a lost attempt is requeued).
+FINISHED_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
 
 
 class ReadModel(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: Any) -> Any:
+        # The server sends null for parts it leaves out of a listing (attempts, members):
+        # read those as the field's default rather than failing.
+        if not isinstance(data, dict):
+            return data
+        required_or_defaulted = {
+            name
+            for name, field in cls.model_fields.items()
+            if field.default is not None or field.default_factory is not None
+        }
+        return {k: v for k, v in data.items() if v is not None or k not in required_or_defaulted}
 
 
 class Resources(ReadModel):

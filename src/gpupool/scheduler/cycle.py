@@ -21,11 +21,11 @@ inside step 3 for a head that has no outright fit, and report into the same deci
 
 from __future__ import annotations
 
-import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpupool.scheduler.assignment import Assignment, FitMode, assign, job_shape, resolve_gpu_types
-from gpupool.scheduler.queues import HeadKey, TeamQueue, build_queues, head_order
+from gpupool.scheduler.queues import HeadKey, Heads, TeamQueue, build_queues, head_order
 from gpupool.scheduler.snapshot import (
     Admission,
     CycleResult,
@@ -61,65 +61,54 @@ def build_workspace(snapshot: Snapshot) -> Workspace:
     return Workspace(snapshot)
 
 
-class _Heads:
-    """The head of every team's queue in :func:`~gpupool.scheduler.queues.head_order`."""
-
-    def __init__(self, ws: Workspace, policy: Policy) -> None:
-        self._ws = ws
-        self._present = sorted(ws.pools_by_type)
-        self._policy = policy
-        self._types: dict[tuple[str, ...], tuple[str, ...]] = {}
-        self._heap: list[tuple[HeadKey, str]] = []
-        self._queues: dict[str, TeamQueue] = {}
-
-    def gpu_types(self, job: PendingJob) -> tuple[str, ...]:
-        types = self._types.get(job.gpu_types)
-        if types is None:
-            types = resolve_gpu_types(job.gpu_types, self._policy.gpu_type_order, self._present)
-            self._types[job.gpu_types] = types
-        return types
-
-    def push(self, queue: TeamQueue) -> None:
-        """(Re-)enter a team with its current head; a team with an empty queue leaves."""
-        job = queue.head
-        if job is None:
-            return
-        self._queues[queue.team] = queue
-        within = any(
-            self._ws.within_nominal(job.team, t, job.total_gpus) for t in self.gpu_types(job)
-        )
-        key = head_order(within, self._ws.share(queue.team), job)
-        heapq.heappush(self._heap, (key, queue.team))
-
-    def pop(self) -> TeamQueue | None:
-        if not self._heap:
-            return None
-        _, team = heapq.heappop(self._heap)
-        return self._queues[team]
-
-
 def admit_heads(queues: list[TeamQueue], ws: Workspace, policy: Policy) -> Decisions:
     """Step 3: decide heads one at a time, best head first, until queues or the bound run out."""
     decisions = Decisions()
-    heads = _Heads(ws, policy)
-    for team_queue in queues:
-        heads.push(team_queue)
+    types_of = _GpuTypes(ws, policy)
+    heads = Heads(queues, _head_key(ws, types_of))
     failures: dict[_MemoKey, tuple[int, Assignment]] = {}
     limit = policy.max_admissions
     while limit is None or len(decisions.admissions) < limit:
-        queue = heads.pop()
+        queue = heads.top()
         if queue is None:
             break
         job = queue.head
         assert job is not None  # only teams with a head are in the heap
-        outcome = _assign_remembering(job, heads.gpu_types(job), ws, failures)
+        outcome = _assign_remembering(job, types_of(job), ws, failures)
         if outcome.mode is FitMode.FIT:
             decisions.admissions.append(_apply(job, outcome, ws))
         else:
             decisions.pending[job.id] = outcome.reasons
-        queue.advance()
-        heads.push(queue)
+        heads.advance_top()  # after _apply: the team's next key must see its new usage
     return decisions
+
+
+def _head_key(ws: Workspace, types_of: _GpuTypes) -> Callable[[PendingJob], HeadKey]:
+    """The head order of :mod:`gpupool.scheduler.queues`, read from the workspace now."""
+
+    def key(job: PendingJob) -> HeadKey:
+        need = job.total_gpus
+        within = any(ws.within_nominal(job.team, t, need) for t in types_of(job))
+        return head_order(within, ws.share(job.team), job)
+
+    return key
+
+
+class _GpuTypes:
+    """The gpu types to try for a job (:func:`resolve_gpu_types`), remembered per request."""
+
+    def __init__(self, ws: Workspace, policy: Policy) -> None:
+        self._present = sorted(ws.pools_by_type)
+        self._order = policy.gpu_type_order
+        self._known: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+    def __call__(self, job: PendingJob) -> tuple[str, ...]:
+        types = self._known.get(job.gpu_types)
+        if types is None:
+            types = self._known[job.gpu_types] = resolve_gpu_types(
+                job.gpu_types, self._order, self._present
+            )
+        return types
 
 
 def _assign_remembering(

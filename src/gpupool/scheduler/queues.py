@@ -16,7 +16,8 @@ Decayed historical usage (fair share over time) will slot in after the share.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import heapq
+from collections.abc import Callable, Iterable
 
 from gpupool.scheduler.snapshot import PendingJob
 
@@ -57,3 +58,34 @@ def build_queues(pending: Iterable[PendingJob]) -> list[TeamQueue]:
     for job in pending:
         by_team.setdefault(job.team, []).append(job)
     return [TeamQueue(team, by_team[team]) for team in sorted(by_team)]
+
+
+class Heads:
+    """Every team queue with a head, in ``key`` order of its head; the best is :meth:`top`.
+
+    ``key`` must depend only on the head job and its own team's state (see the module
+    docstring), so re-keying just the team that advanced keeps the whole heap correct.
+    """
+
+    __slots__ = ("_heap", "_key")
+
+    def __init__(self, queues: Iterable[TeamQueue], key: Callable[[PendingJob], HeadKey]) -> None:
+        self._key = key
+        self._heap: list[tuple[HeadKey, TeamQueue]] = []
+        for queue in queues:
+            if queue.head is not None:
+                self._heap.append((key(queue.head), queue))
+        heapq.heapify(self._heap)
+
+    def top(self) -> TeamQueue | None:
+        return self._heap[0][1] if self._heap else None
+
+    def advance_top(self) -> None:
+        """The top team's head was decided: re-key the team by its next head, or drop it."""
+        queue = self._heap[0][1]
+        queue.advance()
+        head = queue.head
+        if head is None:
+            heapq.heappop(self._heap)
+        else:
+            heapq.heapreplace(self._heap, (self._key(head), queue))

@@ -17,7 +17,12 @@ def _plural(count: int, word: str) -> str:
 
 
 def _per_node(shape: Shape) -> str:
-    return f"{_plural(shape.gpus, 'GPU')}, {shape.cpus:g} CPUs and {shape.memory_gb:g} GB memory"
+    parts = [_plural(shape.gpus, "GPU")]
+    if shape.cpus:
+        parts.append(f"{shape.cpus:g} CPUs")
+    if shape.memory_gb:
+        parts.append(f"{shape.memory_gb:g} GB memory")
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
 
 
 def no_pool(gpu_type: str, team: str, exists: bool) -> PendingReason:
@@ -47,7 +52,7 @@ def quota(gpu_type: str, team: str, cohort: str | None, check: QuotaCheck) -> Pe
     if check.verdict is QuotaVerdict.COHORT_SHORT:
         message = (
             f"{held}, {check.borrowed} above nominal, but cohort {cohort} has only "
-            f"{check.idle} idle {gpu_type} GPUs to lend"
+            f"{_plural(check.idle or 0, f'idle {gpu_type} GPU')} to lend"
         )
         return PendingReason(gpu_type, ReasonCode.COHORT, message)
     if cohort is None:
@@ -62,9 +67,8 @@ def quota(gpu_type: str, team: str, cohort: str | None, check: QuotaCheck) -> Pe
 
 def capacity(gpu_type: str, shape: Shape, pools: int, max_free: int) -> PendingReason:
     message = (
-        f"none of the {_plural(pools, f'{gpu_type} pool')} usable now has "
-        f"{_plural(shape.nodes, 'node')} with {_per_node(shape)} free "
-        f"(most free GPUs on one node: {max_free})"
+        f"no {gpu_type} pool has {_plural(shape.nodes, 'node')} with {_per_node(shape)} "
+        f"free now ({_plural(pools, 'pool')} checked; most free GPUs on one node: {max_free})"
     )
     return PendingReason(gpu_type, ReasonCode.CAPACITY, message)
 

@@ -19,9 +19,13 @@ from __future__ import annotations
 
 from gpupool.core.quota import CohortBalance, Quota, dominant_share
 from gpupool.scheduler.capacity import PoolRoom, Shape
-from gpupool.scheduler.snapshot import Placement, Snapshot, TeamView
+from gpupool.scheduler.snapshot import Placement, QuotaView, Snapshot, TeamView
 
 _NO_COHORT = CohortBalance()
+
+
+def _quota_fields(view: QuotaView) -> tuple[int, int | None, int | None]:
+    return view.nominal, view.borrowing_limit, view.lending_limit
 
 
 class Workspace:
@@ -29,6 +33,7 @@ class Workspace:
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.teams = dict(snapshot.teams)
+        self._quotas: dict[tuple[str, str], Quota] = {}
         self.pools_by_type: dict[str, list[PoolRoom]] = {}
         for pool in sorted(snapshot.pools, key=lambda p: p.name):
             self.pools_by_type.setdefault(pool.gpu_type, []).append(PoolRoom(pool))
@@ -53,6 +58,7 @@ class Workspace:
                     self.quota(name, gpu_type), used.get(gpu_type, 0)
                 )
         self.epoch = 0
+        self._shares: dict[str, float] = {}  # dropped for a team whenever its usage changes
 
     def team(self, name: str) -> TeamView:
         """The team's view; a team missing from the snapshot has no quota and no cohort."""
@@ -62,10 +68,12 @@ class Workspace:
         return view
 
     def quota(self, team: str, gpu_type: str) -> Quota:
-        view = self.team(team).quota.get(gpu_type)
-        if view is None:
-            return Quota()
-        return Quota(view.nominal, view.borrowing_limit, view.lending_limit)
+        quota = self._quotas.get((team, gpu_type))
+        if quota is None:
+            view = self.team(team).quota.get(gpu_type)
+            quota = Quota() if view is None else Quota(*_quota_fields(view))
+            self._quotas[(team, gpu_type)] = quota
+        return quota
 
     def used(self, team: str, gpu_type: str) -> int:
         return self.usage.get(team, {}).get(gpu_type, 0)
@@ -82,9 +90,14 @@ class Workspace:
 
     def share(self, team: str) -> float:
         """The team's weighted dominant share now (formula in :mod:`gpupool.core.quota`)."""
-        used = self.usage.get(team, {})
-        borrowed = {f: self.quota(team, f).borrowed(n) for f, n in used.items()}
-        return dominant_share(borrowed, self.capacity, self.team(team).weight)
+        share = self._shares.get(team)
+        if share is None:
+            used = self.usage.get(team, {})
+            borrowed = {f: self.quota(team, f).borrowed(n) for f, n in used.items()}
+            share = self._shares[team] = dominant_share(
+                borrowed, self.capacity, self.team(team).weight
+            )
+        return share
 
     def apply(
         self, team: str, gpu_type: str, pool: PoolRoom, nodes: tuple[int, ...], shape: Shape
@@ -94,6 +107,7 @@ class Workspace:
         need = shape.gpus * shape.nodes
         before = self.used(team, gpu_type)
         self.usage.setdefault(team, {})[gpu_type] = before + need
+        self._shares.pop(team, None)
         cohort = self.team(team).cohort
         if cohort is not None and need:
             key = (cohort, gpu_type)

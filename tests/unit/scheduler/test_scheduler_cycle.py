@@ -558,7 +558,7 @@ def test_cohort_reason_names_the_cohort_and_idle() -> None:
     )
     (reason,) = run_cycle(case.snapshot(), Policy()).pending["j1"]
     assert reason.code is ReasonCode.COHORT
-    assert "cohort research has only 1 idle h100 GPUs" in reason.message
+    assert "cohort research has only 1 idle h100 GPU to lend" in reason.message
 
 
 def test_reason_per_gpu_type_tried() -> None:

@@ -56,9 +56,13 @@ def snapshots(draw: st.DrawFn, roomy: bool = False) -> Snapshot:
         nodes: list[NodeView] = []
         for n in range(draw(st.integers(1, 4))):
             gpus = 8 if roomy else draw(st.integers(0, 8))
-            cpus, memory = (64.0, 512.0) if roomy else (
-                float(draw(st.integers(1, 16))),
-                float(draw(st.integers(1, 64))),
+            cpus, memory = (
+                (64.0, 512.0)
+                if roomy
+                else (
+                    float(draw(st.integers(1, 16))),
+                    float(draw(st.integers(1, 64))),
+                )
             )
             used = draw(st.lists(st.integers(0, max(gpus - 1, 0)), unique=True, max_size=gpus))
             used = [d for d in used if d < gpus]
