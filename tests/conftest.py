@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from support.databases import postgres_url  # noqa: F401  (a session fixture for every test)
+
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "demo.yaml"
 

@@ -1,3 +1,6 @@
-"""gpupool: share heterogeneous GPU capacity between teams with quotas, fair share and accounting."""
+"""gpupool: share heterogeneous GPU capacity between teams.
+
+Quotas per GPU type, cohorts that lend idle quota, fair share, preemption and accounting.
+"""
 
 __version__ = "0.1.0"

@@ -21,16 +21,17 @@ CASES = [
     pytest.param(Access("bob", "GET", "/v1/jobs/{alice_job}", 403), id="other team reads a job"),
     pytest.param(Access("bob", "GET", "/v1/jobs/{alice_job}/logs", 403), id="other team logs"),
     pytest.param(Access("bob", "GET", "/v1/jobs/{alice_job}/why", 403), id="other team why"),
-    pytest.param(Access("bob", "POST", "/v1/jobs/{alice_job}/cancel", 403),
-                 id="other team cancels"),
+    pytest.param(
+        Access("bob", "POST", "/v1/jobs/{alice_job}/cancel", 403), id="other team cancels"
+    ),
     pytest.param(Access("bob", "GET", "/v1/teams/team-a", 403), id="other team detail"),
     pytest.param(Access("bob", "GET", "/v1/jobs?team=team-a", 403), id="other team list"),
-    pytest.param(Access("vera", "POST", "/v1/jobs/{alice_job}/cancel", 403),
-                 id="viewer cancels"),
+    pytest.param(Access("vera", "POST", "/v1/jobs/{alice_job}/cancel", 403), id="viewer cancels"),
     pytest.param(Access("vera", "GET", "/v1/jobs/{alice_job}", 200), id="viewer reads"),
     pytest.param(Access("vera", "GET", "/v1/teams/team-a", 200), id="viewer reads team"),
-    pytest.param(Access("carol", "POST", "/v1/jobs/{alice_job}/cancel", 200),
-                 id="team admin cancels"),
+    pytest.param(
+        Access("carol", "POST", "/v1/jobs/{alice_job}/cancel", 200), id="team admin cancels"
+    ),
     pytest.param(Access("admin", "GET", "/v1/jobs/{alice_job}", 200), id="platform admin reads"),
     pytest.param(Access(None, "GET", "/v1/jobs", 401), id="no token"),
     pytest.param(Access(None, "GET", "/v1/jobs/{alice_job}", 401), id="no token on a job"),

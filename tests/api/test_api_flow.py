@@ -47,25 +47,32 @@ def test_job_spills_over_to_its_second_gpu_type(api: Api, open_dir: Path) -> Non
     assert api.job("alice", either)["gpu_type"] == "t4"
     assert api.status(only_h100) == "queued"
     release.touch()
-    api.tick_until(lambda: api.status(only_h100) == "running" or api.status(only_h100) == "succeeded",
-                   what="h100-only job starts once h100 frees up")
+    api.tick_until(
+        lambda: api.status(only_h100) == "running" or api.status(only_h100) == "succeeded",
+        what="h100-only job starts once h100 frees up",
+    )
 
 
 def test_logs_and_exit_codes(api: Api) -> None:
     ok = api.submit("alice", command=["sh", "-c", "echo hello; echo oops >&2"])["id"]
     bad = api.submit("alice", command=["sh", "-c", "exit 3"])["id"]
-    api.tick_until(lambda: api.status(ok) == "succeeded" and api.status(bad) == "failed",
-                   what="both finished")
+    api.tick_until(
+        lambda: api.status(ok) == "succeeded" and api.status(bad) == "failed", what="both finished"
+    )
     logs = api.client.get(f"/v1/jobs/{ok}/logs", headers=api.as_("alice"))
     assert logs.status_code == 200
     assert "hello" in logs.text and "oops" in logs.text
     assert logs.headers["X-Log-Complete"] == "true"
-    rest = api.client.get(f"/v1/jobs/{ok}/logs", params={"offset": logs.headers["X-Next-Offset"]},
-                          headers=api.as_("alice"))
+    rest = api.client.get(
+        f"/v1/jobs/{ok}/logs",
+        params={"offset": logs.headers["X-Next-Offset"]},
+        headers=api.as_("alice"),
+    )
     assert rest.content == b""
     assert api.job("alice", bad)["exit_code"] == 3
-    followed = api.client.get(f"/v1/jobs/{ok}/logs", params={"follow": "true"},
-                              headers=api.as_("vera"))
+    followed = api.client.get(
+        f"/v1/jobs/{ok}/logs", params={"follow": "true"}, headers=api.as_("vera")
+    )
     assert "hello" in followed.text
 
 

@@ -8,13 +8,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from api import test_api_flow as flow
+from api import test_api_submit as submit
 from gpupool.state.db import make_engine
 from gpupool.state.models import Base
 from support.apikit import Api, make_api
-from support.databases import postgres_url  # noqa: F401  (fixture)
-
-from api import test_api_flow as flow
-from api import test_api_submit as submit
 
 
 @pytest.fixture

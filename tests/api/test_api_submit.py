@@ -44,23 +44,45 @@ BAD = [
         ),
         id="every server-owned field is named",
     ),
-    pytest.param(Bad({"command": ["true"], "colour": "red"}, {"colour"}, "unknown field"),
-                 id="unknown field"),
+    pytest.param(
+        Bad({"command": ["true"], "colour": "red"}, {"colour"}, "unknown field"), id="unknown field"
+    ),
     pytest.param(Bad({"command": []}, {"command"}), id="empty command"),
-    pytest.param(Bad({"command": ["true"], "resources": {"gpus": "many"}}, {"resources.gpus"}),
-                 id="wrong type"),
-    pytest.param(Bad({"command": ["true"], "resources": {"gpus": 1, "gpu_types": ["a100"]}},
-                     {"resources.gpu_types"}, "a100"), id="unknown gpu type"),
-    pytest.param(Bad({"command": ["true"], "resources": {"gpus": 8}}, {"resources"},
-                     "largest pool"), id="no node could ever hold it"),
-    pytest.param(Bad({"command": ["true"], "priority_class": "urgent"}, {"priority_class"},
-                     "training"), id="unknown priority class"),
-    pytest.param(Bad({"command": ["true"], "env": {"GPUPOOL_TEAM": "team-b"}},
-                     {"env.GPUPOOL_TEAM"}, "reserved"), id="reserved env variable"),
-    pytest.param(Bad({"command": ["true"], "team": "team-z"}, {"team"}, "known teams"),
-                 id="unknown team"),
-    pytest.param(Bad({"command": ["true"]}, {"team"}, "name the team", user="admin"),
-                 id="team required when the user has no single team"),
+    pytest.param(
+        Bad({"command": ["true"], "resources": {"gpus": "many"}}, {"resources.gpus"}),
+        id="wrong type",
+    ),
+    pytest.param(
+        Bad(
+            {"command": ["true"], "resources": {"gpus": 1, "gpu_types": ["a100"]}},
+            {"resources.gpu_types"},
+            "a100",
+        ),
+        id="unknown gpu type",
+    ),
+    pytest.param(
+        Bad({"command": ["true"], "resources": {"gpus": 8}}, {"resources"}, "largest pool"),
+        id="no node could ever hold it",
+    ),
+    pytest.param(
+        Bad({"command": ["true"], "priority_class": "urgent"}, {"priority_class"}, "training"),
+        id="unknown priority class",
+    ),
+    pytest.param(
+        Bad(
+            {"command": ["true"], "env": {"GPUPOOL_TEAM": "team-b"}},
+            {"env.GPUPOOL_TEAM"},
+            "reserved",
+        ),
+        id="reserved env variable",
+    ),
+    pytest.param(
+        Bad({"command": ["true"], "team": "team-z"}, {"team"}, "known teams"), id="unknown team"
+    ),
+    pytest.param(
+        Bad({"command": ["true"]}, {"team"}, "name the team", user="admin"),
+        id="team required when the user has no single team",
+    ),
 ]
 
 
@@ -83,17 +105,21 @@ def test_same_idempotency_key_returns_the_same_job(api: Api) -> None:
     assert (first.status_code, second.status_code) == (201, 200)
     assert first.json()["id"] == second.json()["id"]
     in_body = api.client.post(
-        "/v1/jobs", json={"command": ["true"], "idempotency_key": "run-42"}, headers=api.as_("alice")
+        "/v1/jobs",
+        json={"command": ["true"], "idempotency_key": "run-42"},
+        headers=api.as_("alice"),
     )
     assert in_body.json()["id"] == first.json()["id"]
     assert job_count(api) == 1
 
 
 def test_idempotency_keys_are_per_user(api: Api) -> None:
-    a = api.client.post("/v1/jobs", json={"command": ["true"]},
-                        headers={**api.as_("alice"), "Idempotency-Key": "k"})
-    b = api.client.post("/v1/jobs", json={"command": ["true"]},
-                        headers={**api.as_("bob"), "Idempotency-Key": "k"})
+    a = api.client.post(
+        "/v1/jobs", json={"command": ["true"]}, headers={**api.as_("alice"), "Idempotency-Key": "k"}
+    )
+    b = api.client.post(
+        "/v1/jobs", json={"command": ["true"]}, headers={**api.as_("bob"), "Idempotency-Key": "k"}
+    )
     assert a.json()["id"] != b.json()["id"]
 
 

@@ -27,9 +27,17 @@ def server(tmp_path: Path, demo_path: Path) -> Iterator[ServerProcess]:
 
 
 def cli(server: ServerProcess, user: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GPUPOOL_URL": server.url, "GPUPOOL_TOKEN": server.tokens[user], "COLUMNS": "200"}
+    env = {
+        **os.environ,
+        "GPUPOOL_URL": server.url,
+        "GPUPOOL_TOKEN": server.tokens[user],
+        "COLUMNS": "200",
+    }
     return subprocess.run(
-        [sys.executable, "-m", "gpupool", *args], capture_output=True, text=True, env=env,
+        [sys.executable, "-m", "gpupool", *args],
+        capture_output=True,
+        text=True,
+        env=env,
         timeout=60,
     )
 
@@ -46,8 +54,21 @@ def test_tour(server: ServerProcess, open_dir: Path) -> None:
     wait = f'while [ ! -f {release} ]; do sleep 0.05; done; echo "trained on $CUDA_VISIBLE_DEVICES"'
     ids = []
     for i in range(3):
-        job = cli_json(server, "alice", "submit", "--gpus", "1", "--gpu-type", "h100",
-                       "--name", f"train-{i}", "--", "sh", "-c", wait)
+        job = cli_json(
+            server,
+            "alice",
+            "submit",
+            "--gpus",
+            "1",
+            "--gpu-type",
+            "h100",
+            "--name",
+            f"train-{i}",
+            "--",
+            "sh",
+            "-c",
+            wait,
+        )
         ids.append(job["id"])  # type: ignore[index]
     bob = cli_json(server, "bob", "submit", "--gpu-type", "h100", "--", "echo", "hi from bob")
 
@@ -76,7 +97,7 @@ def test_tour(server: ServerProcess, open_dir: Path) -> None:
     release.touch()
     wait_for(lambda: statuses()[:2] == ["succeeded", "succeeded"], what="jobs finish")
     logs = cli(server, "alice", "logs", ids[0])
-    assert logs.returncode == 0 and "trained on 0" in logs.stdout or "trained on 1" in logs.stdout
+    assert (logs.returncode == 0 and "trained on 0" in logs.stdout) or "trained on 1" in logs.stdout
     followed = cli(server, "alice", "logs", "-f", ids[1])
     assert "trained on" in followed.stdout
 
@@ -88,7 +109,10 @@ def test_tour(server: ServerProcess, open_dir: Path) -> None:
     missing = cli(server, "alice", "job", "j-000000000000")
     assert missing.returncode == 3
     no_token = subprocess.run(
-        [sys.executable, "-m", "gpupool", "jobs"], capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "gpupool", "jobs"],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "GPUPOOL_URL": server.url, "GPUPOOL_TOKEN": ""},
     )
     assert no_token.returncode == 4
@@ -96,7 +120,10 @@ def test_tour(server: ServerProcess, open_dir: Path) -> None:
 
 def test_cli_reports_an_unreachable_server() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "gpupool", "jobs", "--json"], capture_output=True, text=True,
-        env={**os.environ, "GPUPOOL_URL": "http://127.0.0.1:9", "GPUPOOL_TOKEN": "x"}, timeout=60,
+        [sys.executable, "-m", "gpupool", "jobs", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GPUPOOL_URL": "http://127.0.0.1:9", "GPUPOOL_TOKEN": "x"},
+        timeout=60,
     )
     assert done.returncode == 6 and "127.0.0.1:9" in done.stderr

@@ -12,10 +12,13 @@ from collections.abc import Iterator
 
 import pytest
 
-ADMIN_URL = os.environ.get("GPUPOOL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+ADMIN_URL = os.environ.get(
+    "GPUPOOL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
 HOW_TO_GET = (
     "PostgreSQL is not reachable at 127.0.0.1:5432; start it "
-    "(pg_ctlcluster --skip-systemctl-redirect <version> main start) or set GPUPOOL_TEST_POSTGRES_URL"
+    "(pg_ctlcluster --skip-systemctl-redirect <version> main start) "
+    "or set GPUPOOL_TEST_POSTGRES_URL"
 )
 
 

@@ -37,9 +37,20 @@ class ServerProcess:
         env.pop("GPUPOOL_DATABASE_URL", None)
         with self.log.open("a") as out:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "gpupool", "server", "--config", str(self.config),
-                 "--port", str(self.port)],
-                stdout=out, stderr=subprocess.STDOUT, text=True, env=env,
+                [
+                    sys.executable,
+                    "-m",
+                    "gpupool",
+                    "server",
+                    "--config",
+                    str(self.config),
+                    "--port",
+                    str(self.port),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=env,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -16,7 +16,6 @@ from gpupool.auth.tokens import create_token, verify_token
 from gpupool.core.errors import Unauthenticated
 from gpupool.state.db import make_engine, session_factory, upgrade
 from gpupool.state.models import Base, JobRow
-from support.databases import postgres_url  # noqa: F401  (fixture)
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -40,11 +39,31 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
 
 def job(job_id: str, user: str = "alice", key: str | None = None) -> JobRow:
     return JobRow(
-        id=job_id, name=job_id, team="team-a", user=user, status="queued",
-        priority_class="training", priority=100, kind="training", backend="auto",
-        command=["true"], env={}, gpus=1, nodes=1, cpus=1.0, memory_gb=1.0, gpu_types=["h100"],
-        inputs=[], outputs=[], max_runtime_s=None, idempotency_key=key, submitted_at=T0,
-        attempt=0, message="", cancel_requested=False, pending_reasons=[],
+        id=job_id,
+        name=job_id,
+        team="team-a",
+        user=user,
+        status="queued",
+        priority_class="training",
+        priority=100,
+        kind="training",
+        backend="auto",
+        command=["true"],
+        env={},
+        gpus=1,
+        nodes=1,
+        cpus=1.0,
+        memory_gb=1.0,
+        gpu_types=["h100"],
+        inputs=[],
+        outputs=[],
+        max_runtime_s=None,
+        idempotency_key=key,
+        submitted_at=T0,
+        attempt=0,
+        message="",
+        cancel_requested=False,
+        pending_reasons=[],
     )
 
 
@@ -72,7 +91,7 @@ def test_times_come_back_aware_utc(engine: Engine) -> None:
 def test_naive_times_are_refused(engine: Engine) -> None:
     sessions = session_factory(engine)
     row = job("j-1")
-    row.submitted_at = datetime(2026, 1, 1)  # noqa: DTZ001  (the point of the test)
+    row.submitted_at = datetime(2026, 1, 1)
     with pytest.raises(Exception, match="naive datetime"), sessions.begin() as session:
         session.add(row)
 
