@@ -3,10 +3,13 @@
 Starts a real ``gpupool server`` (SQLite, local backend) in a subprocess, then
 1. submits ``--submits`` jobs from ``--clients`` concurrent HTTP clients (jobs that cannot be
    admitted, so the measure is the API and store, not process start-up), and
-2. submits ``--latency-jobs`` jobs at once that can all run; each job writes the time it
-   started, so latency is measured from just before its POST to its own first instruction.
+2. latency with a queue: ``--queued`` jobs wait in the queue (they cannot be admitted), then
+   ``--probes`` runnable jobs are submitted one after another; each job writes the time it
+   started, so latency runs from just before its POST to the job's own first instruction;
+3. burst latency: ``--burst`` runnable jobs submitted at once (process start-up bound).
 
-Usage: python bench/api.py [--json] [--submits 2000] [--clients 8] [--latency-jobs 100]
+Usage: python bench/api.py [--json] [--submits 2000] [--clients 8] [--queued 100] [--probes 50]
+       [--burst 100]
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from support.server import ServerProcess, wait_for  # noqa: E402
+from support.server import ServerProcess, wait_for
 
 CONFIG = """
 gpu_types: {cpu: {}, h100: {}}
@@ -48,7 +51,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def submit_throughput(server: ServerProcess, total: int, clients: int) -> dict[str, float]:
     """Jobs that wait forever (team without h100 quota): API + store cost only."""
-    body = {"team": "waiters", "command": ["true"], "resources": {"gpus": 1, "gpu_types": ["h100"]}}
+    body = WAITER
     per_client = total // clients
     errors: list[str] = []
 
@@ -68,29 +71,62 @@ def submit_throughput(server: ServerProcess, total: int, clients: int) -> dict[s
     elapsed = time.perf_counter() - started
     if errors:
         raise RuntimeError(f"{len(errors)} submits failed, first: {errors[0]}")
-    return {"clients": clients, "jobs": per_client * clients, "seconds": round(elapsed, 3),
-            "submits_per_s": round(per_client * clients / elapsed, 1)}
+    return {
+        "clients": clients,
+        "jobs": per_client * clients,
+        "seconds": round(elapsed, 3),
+        "submits_per_s": round(per_client * clients / elapsed, 1),
+    }
 
 
-def latency(server: ServerProcess, jobs: int, out_dir: Path) -> dict[str, float]:
-    """All ``jobs`` queued at once; each can run (no GPUs, plenty of cpus)."""
-    sent: dict[str, float] = {}
+WAITER = {"team": "waiters", "command": ["true"], "resources": {"gpus": 1, "gpu_types": ["h100"]}}
+
+
+def started(stamp: Path) -> bool:
+    return stamp.exists() and bool(stamp.read_text().strip())
+
+
+def runnable(client: httpx.Client, stamp: Path) -> float:
+    """Submit a job that records when it starts; returns the submit time."""
+    body = {
+        "team": "runners",
+        "command": ["sh", "-c", f"date +%s.%N > {stamp}"],
+        "resources": {"gpus": 0, "gpu_types": ["cpu"], "cpus": 1, "memory_gb": 1},
+    }
+    sent = time.time()
+    client.post("/v1/jobs", json=body).raise_for_status()
+    return sent
+
+
+def summary(sent: dict[Path, float]) -> dict[str, float]:
+    waits = [(float(p.read_text()) - t0) * 1000 for p, t0 in sent.items()]
+    return {
+        "jobs": len(waits),
+        "p50_ms": round(statistics.median(waits), 1),
+        "p99_ms": round(percentile(waits, 0.99), 1),
+        "max_ms": round(max(waits), 1),
+    }
+
+
+def latency_with_queue(server: ServerProcess, queued: int, probes: int, out: Path) -> dict:
     with server.client("bench") as client:
-        for i in range(jobs):
-            stamp = out_dir / f"{i}.start"
-            body = {
-                "team": "runners",
-                "command": ["sh", "-c", f"date +%s.%N > {stamp}"],
-                "resources": {"gpus": 0, "gpu_types": ["cpu"], "cpus": 1, "memory_gb": 1},
-            }
-            sent[str(stamp)] = time.time()
-            response = client.post("/v1/jobs", json=body)
-            response.raise_for_status()
-    wait_for(lambda: all(Path(p).exists() and Path(p).read_text().strip() for p in sent),
-             timeout=120, what="all latency jobs started")
-    waits = [(float(Path(p).read_text()) - t0) * 1000 for p, t0 in sent.items()]
-    return {"jobs": jobs, "p50_ms": round(statistics.median(waits), 1),
-            "p99_ms": round(percentile(waits, 0.99), 1), "max_ms": round(max(waits), 1)}
+        for _ in range(queued):
+            client.post("/v1/jobs", json=WAITER).raise_for_status()
+        sent = {}
+        for i in range(probes):
+            stamp = out / f"probe-{i}.start"
+            sent[stamp] = runnable(client, stamp)
+            wait_for(lambda stamp=stamp: started(stamp), timeout=60, what="probe job start")
+    return {"queued": queued, **summary(sent)}
+
+
+def latency_burst(server: ServerProcess, jobs: int, out: Path) -> dict[str, float]:
+    with server.client("bench") as client:
+        sent = {out / f"burst-{i}.start": 0.0 for i in range(jobs)}
+        for stamp in sent:
+            sent[stamp] = runnable(client, stamp)
+    wait_for(lambda: all(started(p) for p in sent), timeout=180, what="burst jobs start")
+    return summary(sent)
 
 
 def main() -> None:
@@ -98,7 +134,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--submits", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--latency-jobs", type=int, default=100)
+    parser.add_argument("--queued", type=int, default=100)
+    parser.add_argument("--probes", type=int, default=50)
+    parser.add_argument("--burst", type=int, default=100)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpupool-bench-") as tmp:
         root = Path(tmp)
@@ -109,17 +147,31 @@ def main() -> None:
         server = ServerProcess(root / "home", config)
         server.start()
         try:
-            lat = latency(server, args.latency_jobs, root)
+            probe = latency_with_queue(server, args.queued, args.probes, root)
+            burst = latency_burst(server, args.burst, root)
             thr = submit_throughput(server, args.submits, args.clients)
         finally:
             server.stop()
-    result = {"benchmark": "api", "store": "sqlite", "backend": "local", "cpus": os.cpu_count(),
-              "submit": thr, "submit_to_running": lat}
+    result = {
+        "benchmark": "api",
+        "store": "sqlite",
+        "backend": "local",
+        "cpus": os.cpu_count(),
+        "submit": thr,
+        "submit_to_running": probe,
+        "burst_submit_to_running": burst,
+    }
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"submit: {thr['submits_per_s']}/s with {thr['clients']} clients ({thr['jobs']} jobs)")
-        print(f"submit->running: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms ({lat['jobs']} jobs)")
+        print(
+            f"submit: {thr['submits_per_s']}/s with {thr['clients']} clients ({thr['jobs']} jobs)"
+        )
+        print(
+            f"submit->running with {probe['queued']} queued: p50 {probe['p50_ms']} ms, "
+            f"p99 {probe['p99_ms']} ms ({probe['jobs']} probes)"
+        )
+        print(f"burst of {burst['jobs']}: p50 {burst['p50_ms']} ms, p99 {burst['p99_ms']} ms")
 
 
 if __name__ == "__main__":

@@ -24,11 +24,25 @@ from datetime import datetime
 from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from gpupool.backends.base import BackendStatus, JobHandle, JobSpec, PosixIdentity
+from gpupool.backends.base import (
+    FINAL_STATES,
+    BackendStatus,
+    JobHandle,
+    JobSpec,
+    PosixIdentity,
+    RunState,
+)
 from gpupool.backends.errors import BackendError, BackendUnavailable
 from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService, SubmitResult
-from gpupool.controller.snapshot import build_snapshot, policy_for
+from gpupool.controller.snapshot import (
+    ACTIVE_COLUMNS,
+    PENDING_COLUMNS,
+    build_snapshot,
+    pending_job,
+    policy_for,
+    running_job,
+)
 from gpupool.controller.transitions import apply_status, finish_job, requeue
 from gpupool.core.jobs import ACTIVE, JobStatus
 from gpupool.scheduler import Admission, CycleResult, run_cycle
@@ -38,6 +52,8 @@ from gpupool.state.models import AttemptRow, ControllerStateRow, EventRow, JobRo
 log = logging.getLogger(__name__)
 
 _ACTIVE = [s.value for s in ACTIVE]
+MIN_TICK_GAP_S = 0.05
+FULL_CYCLE_S = 10.0
 
 
 @dataclass
@@ -65,6 +81,9 @@ class Controller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last = TickStats()
+        self._reasons: dict[str, list[dict[str, str]]] = {}
+        self._dirty = True
+        self._last_full = float("-inf")
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -78,45 +97,75 @@ class Controller:
         if self._thread is not None:
             self._thread.join(timeout=30)
 
-    def wake(self) -> None:
+    def wake(self, reschedule: bool = True) -> None:
+        """Run a tick soon; ``reschedule``: something changed that the scheduler must see
+        (a submit, a cancel, freed capacity). Without it the tick only syncs and dispatches."""
+        if reschedule:
+            self._dirty = True
         self._wake.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            started = self._clock.monotonic()
             try:
                 self.tick()
             except Exception:  # keep serving: one bad tick must not stop scheduling
                 log.exception("controller tick failed")
             self._wake.wait(self._config().scheduler.cycle_interval_s)
             self._wake.clear()
+            # Wakes (one per submit) are coalesced: under a burst the loop waits at least
+            # MIN_TICK_GAP_S, and at least twice as long as its last tick took, so it never
+            # takes more than about a third of the process (and its GIL) from the API.
+            took = self._clock.monotonic() - started
+            rest = max(MIN_TICK_GAP_S, 3 * took) - took
+            if rest > 0:
+                self._stop.wait(rest)
 
     # -- the tick -------------------------------------------------------------------------
 
     def tick(self) -> TickStats:
+        """One pass. Scheduling is skipped while nothing changed, except for a full cycle
+        every ``FULL_CYCLE_S`` (so ``why`` stays fresh): an idle queue costs nothing."""
         self.sync()
         self.send_cancels()
-        stats = self.schedule()
+        now = self._clock.monotonic()
+        if self._dirty or now - self._last_full >= FULL_CYCLE_S:
+            self._dirty = False  # before the cycle: a wake during it schedules again
+            self._last_full = now
+            self.last = self.schedule()
         self.dispatch()
-        self.last = stats
-        return stats
+        return self.last
 
     def sync(self) -> None:
         with self._sessions() as session:
             rows = session.execute(
-                select(AttemptRow.pool, AttemptRow.handle).where(
+                select(AttemptRow.pool, AttemptRow.handle, AttemptRow.status).where(
                     AttemptRow.status.in_(_ACTIVE), AttemptRow.handle.is_not(None)
                 )
             ).all()
         by_pool: dict[str, list[JobHandle]] = defaultdict(list)
-        for pool, handle in rows:
-            by_pool[pool].append(JobHandle.from_dict(handle))
+        stored: dict[str, str] = {}
+        for pool, raw, status in rows:
+            handle = JobHandle.from_dict(raw)
+            by_pool[pool].append(handle)
+            stored[handle.key] = status
         for pool, handles in sorted(by_pool.items()):
             try:
                 statuses = self._execution.poll(pool, handles)
             except BackendError as exc:
                 log.warning("cannot poll pool %s: %s", pool, exc)
                 continue
-            self._apply_statuses(statuses)
+            # Only news is written: a first RUNNING, or an end.
+            news = {
+                key: status
+                for key, status in statuses.items()
+                if status.state in FINAL_STATES
+                or (status.state is RunState.RUNNING and stored.get(key) == JobStatus.ADMITTED)
+            }
+            if news:
+                self._apply_statuses(news)
+            if any(status.state in FINAL_STATES for status in news.values()):
+                self._dirty = True  # capacity was freed or a job went back to the queue
 
     def _apply_statuses(self, statuses: Mapping[str, BackendStatus]) -> None:
         now = self._clock.now()
@@ -169,21 +218,21 @@ class Controller:
         config = self._config()
         now = self._clock.now()
         with self._sessions() as session:
-            queued = list(
-                session.scalars(select(JobRow).where(JobRow.status == JobStatus.QUEUED.value))
-            )
-            active = [
-                (job, attempt)
-                for job, attempt in session.execute(
-                    select(JobRow, AttemptRow)
-                    .join(
-                        AttemptRow,
-                        and_(AttemptRow.job_id == JobRow.id, AttemptRow.number == JobRow.attempt),
-                    )
-                    .where(JobRow.status.in_(_ACTIVE))
-                ).tuples()
-            ]
-        snapshot = build_snapshot(config, now.timestamp(), queued, active)
+            queued = session.execute(
+                select(*PENDING_COLUMNS).where(JobRow.status == JobStatus.QUEUED.value)
+            ).all()
+            active = session.execute(
+                select(*ACTIVE_COLUMNS)
+                .join(
+                    AttemptRow,
+                    and_(AttemptRow.job_id == JobRow.id, AttemptRow.number == JobRow.attempt),
+                )
+                .where(JobRow.status.in_(_ACTIVE))
+            ).all()
+        pending = [pending_job(row) for row in queued]
+        snapshot = build_snapshot(
+            config, now.timestamp(), pending, [running_job(row) for row in active]
+        )
         started = self._clock.monotonic()
         result = run_cycle(snapshot, policy_for(config))
         cycle_ms = (self._clock.monotonic() - started) * 1000
@@ -191,7 +240,7 @@ class Controller:
             log.warning(
                 "preemption decisions are not carried out yet: %d ignored", len(result.preemptions)
             )
-        self._persist(result, {j.id: j for j in queued}, now)
+        self._persist(result, {row.id: row.attempt for row in queued}, now)
         log.debug(
             "cycle: %d queued, %d active, %d admitted in %.1f ms",
             len(queued),
@@ -201,16 +250,23 @@ class Controller:
         )
         return TickStats(len(result.admissions), len(result.pending), cycle_ms)
 
-    def _persist(self, result: CycleResult, queued: dict[str, JobRow], now: datetime) -> None:
+    def _persist(self, result: CycleResult, attempts: dict[str, int], now: datetime) -> None:
+        """Admissions and changed pending reasons, in one transaction.
+
+        ``self._reasons`` remembers what was last written per queued job, so a job that
+        keeps waiting for the same reasons costs no write per cycle.
+        """
+        reasons_now: dict[str, list[dict[str, str]]] = {}
         with self._sessions.begin() as session:
             for admission in result.admissions:
-                self._admit(session, queued[admission.job_id], admission, now)
+                self._admit(session, admission.job_id, attempts[admission.job_id], admission, now)
             for job_id, reasons in result.pending.items():
                 new = [
                     {"gpu_type": r.gpu_type, "code": r.code.value, "message": r.message}
                     for r in reasons
                 ]
-                if job_id in queued and queued[job_id].pending_reasons != new:
+                reasons_now[job_id] = new
+                if self._reasons.get(job_id) != new:
                     session.execute(
                         update(JobRow)
                         .where(JobRow.id == job_id, JobRow.status == JobStatus.QUEUED.value)
@@ -221,17 +277,20 @@ class Controller:
                 session.add(ControllerStateRow(id=1, last_cycle_at=now, holder=""))
             else:
                 state.last_cycle_at = now
+        self._reasons = reasons_now
 
-    def _admit(self, session: Session, job: JobRow, admission: Admission, now: datetime) -> None:
-        number = job.attempt + 1
+    def _admit(
+        self, session: Session, job_id: str, attempt: int, admission: Admission, now: datetime
+    ) -> None:
+        number = attempt + 1
         # Conditional on the row being unchanged since the snapshot: a cancel that raced
         # with this cycle wins and the admission is dropped.
         won = session.execute(
             update(JobRow)
             .where(
-                JobRow.id == job.id,
+                JobRow.id == job_id,
                 JobRow.status == JobStatus.QUEUED.value,
-                JobRow.attempt == job.attempt,
+                JobRow.attempt == attempt,
             )
             .values(
                 status=JobStatus.ADMITTED.value,
@@ -247,7 +306,7 @@ class Controller:
             return
         session.add(
             AttemptRow(
-                job_id=job.id,
+                job_id=job_id,
                 number=number,
                 status=JobStatus.ADMITTED.value,
                 pool=admission.pool,
@@ -263,7 +322,7 @@ class Controller:
         )
         session.add(
             EventRow(
-                job_id=job.id,
+                job_id=job_id,
                 at=now,
                 kind="admitted",
                 message=f"attempt {number} on {admission.pool} ({admission.gpu_type})",
@@ -305,7 +364,8 @@ class Controller:
         finally:
             with self._lock:
                 self._inflight.discard(attempt_id)
-            self.wake()
+            # Sync soon to see it running; a failed submit requeued the job: reschedule.
+            self.wake(reschedule=not isinstance(result, JobHandle))
 
     def _record_submission(self, attempt_id: int, spec: JobSpec, result: SubmitResult) -> None:
         now = self._clock.now()

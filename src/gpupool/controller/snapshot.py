@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Row
 
 from gpupool.scheduler import (
     NodeView,
@@ -24,47 +27,84 @@ from gpupool.scheduler import (
 from gpupool.spec.models import ClusterConfig
 from gpupool.state.models import AttemptRow, JobRow
 
+# Columns the scheduler needs: loading these instead of whole rows keeps a cycle over
+# many queued jobs cheap (no JSON decoding of commands and environments).
+PENDING_COLUMNS = (
+    JobRow.id,
+    JobRow.team,
+    JobRow.priority,
+    JobRow.submitted_at,
+    JobRow.gpus,
+    JobRow.nodes,
+    JobRow.cpus,
+    JobRow.memory_gb,
+    JobRow.gpu_types,
+    JobRow.attempt,
+)
+ACTIVE_COLUMNS = (
+    JobRow.id,
+    JobRow.team,
+    JobRow.priority,
+    JobRow.cpus,
+    JobRow.memory_gb,
+    AttemptRow.gpu_type,
+    AttemptRow.pool,
+    AttemptRow.placements,
+    AttemptRow.admitted_at,
+)
+
 
 def node_name(pool: str, index: int) -> str:
     return f"{pool}-{index}"
 
 
-def placements_of(attempt: AttemptRow) -> tuple[Placement, ...]:
-    return tuple(
-        Placement(node=str(p["node"]), devices=tuple(int(d) for d in p["devices"]))
-        for p in attempt.placements
+def pending_job(row: Row[Any]) -> PendingJob:
+    """A row of ``PENDING_COLUMNS`` as the scheduler sees it."""
+    return PendingJob(
+        id=row.id,
+        team=row.team,
+        priority=row.priority,
+        submitted_at=row.submitted_at.timestamp(),
+        gpus=row.gpus,
+        nodes=row.nodes,
+        cpus=row.cpus,
+        memory_gb=row.memory_gb,
+        gpu_types=tuple(row.gpu_types),
+    )
+
+
+def running_job(row: Row[Any]) -> RunningJob:
+    """A row of ``ACTIVE_COLUMNS``: a job holding its placements now."""
+    return RunningJob(
+        id=row.id,
+        team=row.team,
+        priority=row.priority,
+        gpu_type=row.gpu_type,
+        pool=row.pool,
+        placements=tuple(
+            Placement(node=str(p["node"]), devices=tuple(int(d) for d in p["devices"]))
+            for p in row.placements
+        ),
+        cpus=row.cpus,
+        memory_gb=row.memory_gb,
+        started_at=row.admitted_at.timestamp(),
     )
 
 
 def build_snapshot(
     config: ClusterConfig,
     now: float,
-    queued: Sequence[JobRow],
-    active: Sequence[tuple[JobRow, AttemptRow]],
+    pending: Sequence[PendingJob],
+    running: Sequence[RunningJob],
 ) -> Snapshot:
     used_devices: dict[str, set[int]] = defaultdict(set)
     used_cpus: dict[str, float] = defaultdict(float)
     used_memory: dict[str, float] = defaultdict(float)
-    running = []
-    for job, attempt in active:
-        placements = placements_of(attempt)
-        for placement in placements:
+    for job in running:
+        for placement in job.placements:
             used_devices[placement.node].update(placement.devices)
             used_cpus[placement.node] += job.cpus
             used_memory[placement.node] += job.memory_gb
-        running.append(
-            RunningJob(
-                id=job.id,
-                team=job.team,
-                priority=job.priority,
-                gpu_type=attempt.gpu_type,
-                pool=attempt.pool,
-                placements=placements,
-                cpus=job.cpus,
-                memory_gb=job.memory_gb,
-                started_at=attempt.admitted_at.timestamp(),
-            )
-        )
     pools = tuple(
         PoolView(
             name=pool.name,
@@ -98,22 +138,9 @@ def build_snapshot(
         )
         for name, team in config.teams.items()
     }
-    pending = tuple(
-        PendingJob(
-            id=job.id,
-            team=job.team,
-            priority=job.priority,
-            submitted_at=job.submitted_at.timestamp(),
-            gpus=job.gpus,
-            nodes=job.nodes,
-            cpus=job.cpus,
-            memory_gb=job.memory_gb,
-            gpu_types=tuple(job.gpu_types),
-        )
-        for job in queued
-        if job.team in teams
-    )
-    return Snapshot(now=now, pools=pools, teams=teams, running=tuple(running), pending=pending)
+    # A team removed from the configuration keeps its jobs, but they cannot be scheduled.
+    known = tuple(job for job in pending if job.team in teams)
+    return Snapshot(now=now, pools=pools, teams=teams, running=tuple(running), pending=known)
 
 
 def policy_for(config: ClusterConfig) -> Policy:

@@ -12,7 +12,8 @@ from gpupool.core.errors import Unauthenticated
 from gpupool.server.runtime import Runtime
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
+    # async: no I/O here, and a sync dependency would cost a thread hop per request.
     runtime: Runtime = request.app.state.runtime
     return runtime
 

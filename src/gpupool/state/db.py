@@ -6,6 +6,9 @@ different threads; PostgreSQL is used as is.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -52,5 +55,26 @@ def upgrade(engine: Engine) -> None:
         command.upgrade(cfg, "head")
 
 
-def session_factory(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False)
+class Sessions(sessionmaker[Session]):
+    """A session factory whose ``begin()`` (the write path) is serialized on SQLite.
+
+    SQLite allows one writer at a time; threads that collide wait in SQLite's busy handler,
+    which sleeps in growing steps (up to 100 ms) and under concurrent submits spends most
+    of its time asleep. Taking a process-wide lock first queues writers without sleeping.
+    Reads (``sessions()``) are not serialized: WAL lets them run beside a writer.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine, expire_on_commit=False)
+        self._write_lock: AbstractContextManager[Any] = (
+            threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
+        )
+
+    @contextmanager
+    def begin(self) -> Iterator[Session]:  # type: ignore[override]
+        with self._write_lock, super().begin() as session:
+            yield session
+
+
+def session_factory(engine: Engine) -> Sessions:
+    return Sessions(engine)
