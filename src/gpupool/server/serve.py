@@ -80,6 +80,7 @@ def serve(
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per migration is noise
     config = resolve_config(settings, config_path)
     runtime = build_runtime(settings, config)
     url = f"http://{settings.host}:{settings.port}"
