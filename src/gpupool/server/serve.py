@@ -31,15 +31,17 @@ def latest_config(session: Session) -> ConfigRevisionRow | None:
 
 def resolve_config(settings: Settings, config_path: Path | None) -> ClusterConfig:
     """The configuration to run: ``config_path`` (validated, then stored as a new revision
-    when it changed) or else the last one stored. Raises ``ConfigInvalid`` before anything
-    is written when the file has problems."""
+    when it changed) or else the last one stored. A file with problems raises
+    ``ConfigInvalid`` before the store is even opened: invalid config never reaches it."""
+    config = text = None
+    if config_path is not None:
+        config = load_config(config_path)
+        text = config_path.read_text(encoding="utf-8")
     engine = make_engine(settings.database_url)
     try:
         upgrade(engine)
         sessions = session_factory(engine)
-        if config_path is not None:
-            config = load_config(config_path)
-            text = config_path.read_text(encoding="utf-8")
+        if config is not None and text is not None:
             with sessions.begin() as session:
                 latest = latest_config(session)
                 if latest is None or latest.text != text:

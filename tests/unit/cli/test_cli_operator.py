@@ -1,0 +1,70 @@
+"""Operator commands: config validate, server with a bad config, token create/revoke."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+from typer.testing import CliRunner
+
+from gpupool.cli.main import app
+from gpupool.config import Settings, sqlite_url
+from gpupool.server.serve import resolve_config
+from gpupool.state.db import make_engine, session_factory
+from gpupool.state.models import ConfigRevisionRow, TokenRow
+
+runner = CliRunner()
+
+
+def test_validate_accepts_the_demo(demo_path: Path) -> None:
+    done = runner.invoke(app, ["config", "validate", str(demo_path)])
+    assert done.exit_code == 0 and "ok" in done.output
+
+
+def test_validate_lists_problems_with_lines_and_exits_5(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "gpu_types: {h100: {}}\npools:\n  - name: p\n    backend: local\n"
+        "    gpu_type: a100\n    node: {gpus: 4}\n"
+    )
+    done = runner.invoke(app, ["config", "validate", str(bad)])
+    assert done.exit_code == 5
+    assert f"{bad}:5: pools[0].gpu_type" in done.output
+
+
+def test_server_refuses_a_bad_config_and_writes_nothing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("gpu_types: {h100: {}}\nteams: {team-a: {cohort: nowhere}}\n")
+    home = tmp_path / "home"
+    done = runner.invoke(app, ["server", "--config", str(bad), "--home", str(home)])
+    assert done.exit_code == 5
+    assert "teams.team-a.cohort" in done.output
+    assert not (home / "gpupool.db").exists()  # the store was never opened
+
+
+@pytest.fixture
+def home_with_config(tmp_path: Path, demo_path: Path) -> Path:
+    home = tmp_path / "home"
+    resolve_config(Settings(home=home, database_url=sqlite_url(home)), demo_path)
+    return home
+
+
+def test_token_create_prints_a_token_and_stores_only_its_hash(home_with_config: Path) -> None:
+    done = runner.invoke(app, ["token", "create", "alice", "--home", str(home_with_config)])
+    assert done.exit_code == 0, done.output
+    token = done.output.strip()
+    assert token.startswith("gpt_")
+    engine = make_engine(sqlite_url(home_with_config))
+    with session_factory(engine)() as session:
+        row = session.scalars(select(TokenRow)).one()
+        assert row.user == "alice" and token.split("_", 2)[2] not in row.secret_hash
+        assert session.scalar(select(func.count()).select_from(ConfigRevisionRow)) == 1
+    engine.dispose()
+    revoked = runner.invoke(app, ["token", "revoke", row.id, "--home", str(home_with_config)])
+    assert revoked.exit_code == 0
+
+
+def test_token_create_for_an_unknown_user_fails(home_with_config: Path) -> None:
+    done = runner.invoke(app, ["token", "create", "mallory", "--home", str(home_with_config)])
+    assert done.exit_code == 5 and "unknown user" in done.output

@@ -1,0 +1,94 @@
+"""The import rules of DESIGN §3, checked on the source so a new module cannot break them."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "gpupool"
+
+# package -> gpupool packages it must never import (module level or inside functions)
+FORBIDDEN = {
+    "core": {
+        "scheduler",
+        "state",
+        "backends",
+        "auth",
+        "controller",
+        "server",
+        "client",
+        "cli",
+        "spec",
+        "config",
+    },
+    "scheduler": {
+        "state",
+        "backends",
+        "auth",
+        "controller",
+        "server",
+        "client",
+        "cli",
+        "spec",
+        "config",
+    },
+    "backends": {"scheduler", "server", "state", "controller", "auth"},
+    "client": {"server", "state", "controller", "scheduler", "backends", "auth", "spec"},
+}
+# The CLI's user commands speak to the server through the SDK only; operator commands
+# (server, token, config) work on the local store and import lazily inside functions.
+CLI_EXEMPT = {"operator.py"}
+
+
+def imported_packages(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "gpupool" and len(parts) > 1:
+                found.add(parts[1])
+    return found
+
+
+def modules(package: str) -> list[Path]:
+    return sorted((SRC / package).rglob("*.py"))
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_package_imports_respect_the_layering(package: str) -> None:
+    offenders = {
+        str(path.relative_to(SRC)): sorted(imported_packages(path) & FORBIDDEN[package])
+        for path in modules(package)
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_cli_user_commands_use_only_the_sdk() -> None:
+    server_side = {"server", "state", "controller", "scheduler", "backends", "auth", "spec"}
+    offenders = {
+        path.name: sorted(imported_packages(path) & server_side)
+        for path in modules("cli")
+        if path.name not in CLI_EXEMPT
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_scheduler_and_core_read_no_clock_or_environment() -> None:
+    banned = ("time.time(", "datetime.now(", "os.environ", "getenv(", "random.", "logging.")
+    hits = [
+        f"{path.relative_to(SRC)}: {word}"
+        for package in ("core", "scheduler")
+        for path in modules(package)
+        for word in banned
+        if word in path.read_text(encoding="utf-8")
+    ]
+    assert hits == []
