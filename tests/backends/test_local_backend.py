@@ -348,3 +348,21 @@ def test_the_runner_imports_no_other_part_of_gpupool() -> None:
         "gpupool.backends.local",
         "gpupool.backends.local.runner",
     ]
+
+
+def test_runner_create_time_matches_psutil() -> None:
+    from gpupool.backends.local.runner import create_time
+
+    child = subprocess.Popen(["sleep", "5"])
+    try:
+        for pid in (os.getpid(), child.pid):
+            assert abs(create_time(pid) - psutil.Process(pid).create_time()) < 0.01
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_runner_starts_without_psutil() -> None:
+    probe = "import sys, gpupool.backends.local.runner; print('psutil' in sys.modules)"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert loaded.stdout.strip() == "False"

@@ -26,8 +26,10 @@ is dead (so a reader that sees it also sees the complete ``output.log``); the jo
 if ``cancel`` existed first. ``reason`` is one of exited, cancelled, max_runtime, signal,
 start_failed, runner_error.
 
-Only the stdlib and psutil may be imported here (it starts once per attempt); psutil gives
-the create time that the adapter's liveness check compares with, computed the same way.
+Only the stdlib may be imported at start (the runner starts once per attempt, and its start-up
+is part of every job's latency). :func:`create_time` reads the process start time from
+``/proc`` exactly as psutil computes it, so the adapter's psutil-based liveness check agrees;
+elsewhere psutil is imported only then.
 """
 
 from __future__ import annotations
@@ -41,8 +43,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-
-import psutil
 
 SPEC = "spec.json"
 HANDLE = "handle.json"
@@ -69,6 +69,26 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+def create_time(pid: int) -> float:
+    """Seconds since the epoch at which ``pid`` started, as ``psutil.Process.create_time``.
+
+    Linux: boot time (``btime`` of /proc/stat) plus the start tick of /proc/<pid>/stat over
+    the clock rate, the formula psutil uses. Other systems: psutil itself.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime"))
+    except FileNotFoundError:
+        import psutil  # not Linux: pay for the import only here
+
+        return float(psutil.Process(pid).create_time())
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    return float(boot) + int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
 def write_json_atomic(path: Path, data: dict[str, Any], mode: int = 0o644) -> None:
@@ -121,10 +141,10 @@ class Runner:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        me = psutil.Process()
+        pid = os.getpid()
         # Install the handler before publishing our pid: a SIGTERM sent by cancel() must never
         # hit the default action and kill the runner without an exit.json.
-        write_json_atomic(self.dir / HANDLE, {"pid": me.pid, "create_time": me.create_time()})
+        write_json_atomic(self.dir / HANDLE, {"pid": pid, "create_time": create_time(pid)})
         if (self.dir / EXIT).exists():
             return 0
         try:
@@ -150,8 +170,8 @@ class Runner:
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             return {"exit_code": code, "reason": "start_failed", "message": message}
         try:
-            job_ct = psutil.Process(child.pid).create_time()
-        except psutil.Error:
+            job_ct = create_time(child.pid)
+        except (OSError, ValueError):
             job_ct = 0.0
         write_json_atomic(self.dir / JOB, {"pid": child.pid, "create_time": job_ct})
         return self._wait(child, spec)
