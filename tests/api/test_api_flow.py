@@ -110,3 +110,29 @@ def test_team_and_pool_usage(api: Api, open_dir: Path) -> None:
     assert (h100["gpus_total"], h100["gpus_allocated"]) == (4, 1)
     release.touch()
     api.tick_until(lambda: api.status(job) == "succeeded", what="done")
+
+
+def test_lost_attempt_is_reaped_and_requeued(api: Api, open_dir: Path) -> None:
+    import json
+    import os
+    import signal
+
+    import psutil
+    from sqlalchemy import select
+
+    from gpupool.state.models import AttemptRow
+
+    job = blocking(api, "alice", open_dir / "release")
+    api.tick_until(lambda: api.status(job) == "running", what="running")
+    with api.runtime.sessions() as session:
+        handle = session.scalars(select(AttemptRow.handle).where(AttemptRow.job_id == job)).one()
+    attempt_dir = Path(handle["data"]["dir"])
+    orphan = json.loads((attempt_dir / "job.json").read_text())["pid"]
+    os.kill(int(handle["data"]["pid"]), signal.SIGKILL)  # the supervisor dies, the job lives on
+
+    api.tick_until(lambda: api.job("alice", job)["attempt"] == 2, what="second attempt")
+    first = api.job("alice", job)["attempts"][0]
+    assert first["status"] == "lost"
+    assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == "zombie"
+    (open_dir / "release").touch()
+    api.tick_until(lambda: api.status(job) == "succeeded", what="second attempt succeeds")

@@ -164,8 +164,19 @@ class Controller:
             }
             if news:
                 self._apply_statuses(news)
+            for handle in handles:
+                if handle.key in news and news[handle.key].state is RunState.LOST:
+                    self._reap(handle)
             if any(status.state in FINAL_STATES for status in news.values()):
                 self._dirty = True  # capacity was freed or a job went back to the queue
+
+    def _reap(self, handle: JobHandle) -> None:
+        """A lost attempt may have left its job running (its supervisor died): stop it now,
+        so the GPUs the scheduler hands out again are really free."""
+        try:
+            self._execution.cancel(handle, 0.0)
+        except BackendError as exc:
+            log.warning("could not stop the remains of lost attempt %s: %s", handle.key, exc)
 
     def _apply_statuses(self, statuses: Mapping[str, BackendStatus]) -> None:
         now = self._clock.now()
