@@ -55,6 +55,9 @@ class TeamView:
     cohort: str | None = None
     weight: float = 1.0
     quota: dict[str, QuotaView] = field(default_factory=dict)
+    # Decayed historical usage in GPU-seconds (half-life in the caller's policy), computed by
+    # the controller from finished and running attempts. Breaks near-ties of fair share.
+    usage_history: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,11 @@ class RunningJob:
     cpus: float = 0.0
     memory_gb: float = 0.0
     started_at: float = 0.0
+    # True once a termination signal was sent (preempted or cancelled): it still holds its
+    # resources until it ends, but is never chosen as a victim again.
+    terminating: bool = False
+    # When it will have ended at the latest (started + max_runtime_s); None = unknown.
+    ends_by: float | None = None
 
     @property
     def gpus(self) -> int:
@@ -97,6 +105,7 @@ class PendingJob:
     cpus: float = 0.0
     memory_gb: float = 0.0
     gpu_types: tuple[str, ...] = ()
+    max_runtime_s: float | None = None
 
     @property
     def total_gpus(self) -> int:
@@ -112,16 +121,55 @@ class Snapshot:
     pending: tuple[PendingJob, ...] = ()
 
 
+class WithinTeam(StrEnum):
+    NEVER = "never"
+    LOWER_PRIORITY = "lower_priority"  # a job may preempt lower-priority jobs of its team
+
+
+class Reclaim(StrEnum):
+    NEVER = "never"
+    LOWER_PRIORITY = "lower_priority"  # reclaim only from lower-priority borrowing jobs
+    ANY = "any"  # reclaim from any job running on borrowed quota
+
+
+class BorrowWithinCohort(StrEnum):
+    NEVER = "never"
+    LOWER_PRIORITY = "lower_priority"  # a borrowing job may preempt lower-priority borrowers
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionPolicy:
+    """What a job may preempt to fit (DESIGN §5.6), per cohort.
+
+    ``borrow_max_priority_threshold``: with ``borrow_within_cohort=lower_priority``, only
+    victims whose priority is at most this value may be preempted (``None`` = no cap).
+    """
+
+    within_team: WithinTeam = WithinTeam.LOWER_PRIORITY
+    reclaim: Reclaim = Reclaim.ANY
+    borrow_within_cohort: BorrowWithinCohort = BorrowWithinCohort.NEVER
+    borrow_max_priority_threshold: int | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     """Scheduling settings that are not part of the cluster state.
 
     ``gpu_type_order`` is tried, in order, for jobs that accept any gpu type.
     ``max_admissions`` bounds the work of one cycle (``None`` = no bound).
+    ``preemption`` maps a cohort name to its policy; ``default_preemption`` applies to teams
+    without a cohort and cohorts not listed. ``preemption_budget`` caps the jobs preempted
+    in one cycle (``None`` = no cap; 0 disables preemption).
+    ``starvation_after_s``: a job pending longer than this gets a reservation (Q8);
+    ``None`` disables reservations.
     """
 
     gpu_type_order: tuple[str, ...] = ()
     max_admissions: int | None = None
+    preemption: dict[str, PreemptionPolicy] = field(default_factory=dict)
+    default_preemption: PreemptionPolicy = PreemptionPolicy()
+    preemption_budget: int | None = 10
+    starvation_after_s: float | None = None
 
 
 class ReasonCode(StrEnum):
@@ -131,6 +179,9 @@ class ReasonCode(StrEnum):
     NO_POOL = "no_pool"  # no pool of this type exists (or none the team may use)
     TOO_LARGE = "too_large"  # no node (or not enough nodes) of this type could ever hold it
     BLOCKED = "blocked"  # not considered: the cycle's admission bound was reached
+    PREEMPTION = "preemption"  # it would fit only by preempting jobs it may not preempt
+    PREEMPTING = "preempting"  # victims were signalled; waiting for them to end
+    RESERVED = "reservation"  # the free GPUs are reserved for a job that waited too long
 
 
 @dataclass(frozen=True, slots=True)
