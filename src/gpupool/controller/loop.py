@@ -19,9 +19,9 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpupool.backends.base import (
@@ -35,6 +35,7 @@ from gpupool.backends.base import (
 from gpupool.backends.errors import BackendError, BackendUnavailable
 from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService, SubmitResult
+from gpupool.controller.fairshare import HORIZON_HALF_LIVES, UsageInterval, decayed_usage
 from gpupool.controller.snapshot import (
     ACTIVE_COLUMNS,
     PENDING_COLUMNS,
@@ -45,7 +46,7 @@ from gpupool.controller.snapshot import (
 )
 from gpupool.controller.transitions import apply_status, finish_job, requeue
 from gpupool.core.jobs import ACTIVE, JobStatus
-from gpupool.scheduler import Admission, CycleResult, run_cycle
+from gpupool.scheduler import Admission, CycleResult, Preemption, run_cycle
 from gpupool.spec.models import ClusterConfig
 from gpupool.state.models import AttemptRow, ControllerStateRow, EventRow, JobRow
 
@@ -84,6 +85,7 @@ class Controller:
         self._reasons: dict[str, list[dict[str, str]]] = {}
         self._dirty = True
         self._last_full = float("-inf")
+        self._history: tuple[float, dict[str, float]] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -208,7 +210,7 @@ class Controller:
                     and_(JobRow.id == AttemptRow.job_id, JobRow.attempt == AttemptRow.number),
                 )
                 .where(
-                    JobRow.cancel_requested.is_(True),
+                    or_(JobRow.cancel_requested.is_(True), AttemptRow.preempted_by.is_not(None)),
                     AttemptRow.status.in_(_ACTIVE),
                     AttemptRow.handle.is_not(None),
                     AttemptRow.cancel_sent.is_(False),
@@ -242,15 +244,15 @@ class Controller:
             ).all()
         pending = [pending_job(row) for row in queued]
         snapshot = build_snapshot(
-            config, now.timestamp(), pending, [running_job(row) for row in active]
+            config,
+            now.timestamp(),
+            pending,
+            [running_job(row) for row in active],
+            self._usage_history(config, now),
         )
         started = self._clock.monotonic()
         result = run_cycle(snapshot, policy_for(config))
         cycle_ms = (self._clock.monotonic() - started) * 1000
-        if result.preemptions:
-            log.warning(
-                "preemption decisions are not carried out yet: %d ignored", len(result.preemptions)
-            )
         self._persist(result, {row.id: row.attempt for row in queued}, now)
         log.debug(
             "cycle: %d queued, %d active, %d admitted in %.1f ms",
@@ -271,6 +273,8 @@ class Controller:
         with self._sessions.begin() as session:
             for admission in result.admissions:
                 self._admit(session, admission.job_id, attempts[admission.job_id], admission, now)
+            for preemption in result.preemptions:
+                self._mark_victim(session, preemption, now)
             for job_id, reasons in result.pending.items():
                 new = [
                     {"gpu_type": r.gpu_type, "code": r.code.value, "message": r.message}
@@ -289,6 +293,63 @@ class Controller:
             else:
                 state.last_cycle_at = now
         self._reasons = reasons_now
+
+    def _mark_victim(self, session: Session, preemption: Preemption, now: datetime) -> None:
+        """Record the decision; ``send_cancels`` signals the victim, and when it has ended
+        the job is requeued as a new attempt that keeps its submit time."""
+        marked = session.execute(
+            update(AttemptRow)
+            .where(
+                AttemptRow.job_id == preemption.job_id,
+                AttemptRow.status.in_(_ACTIVE),
+                AttemptRow.preempted_by.is_(None),
+            )
+            .values(preempted_by=preemption.preemptor_id)
+        ).rowcount
+        if marked:
+            session.add(
+                EventRow(
+                    job_id=preemption.job_id,
+                    at=now,
+                    kind="preempting",
+                    message=f"yields to {preemption.preemptor_id}: {preemption.reason}",
+                )
+            )
+
+    def _usage_history(self, config: ClusterConfig, now: datetime) -> dict[str, float]:
+        """Decayed GPU-seconds per team, refreshed at most every ``FULL_CYCLE_S``."""
+        stamp = self._clock.monotonic()
+        if self._history is not None and stamp - self._history[0] < FULL_CYCLE_S:
+            return self._history[1]
+        half_life = config.scheduler.fair_share_half_life_s
+        horizon = now - timedelta(seconds=half_life * HORIZON_HALF_LIVES)
+        with self._sessions() as session:
+            rows = session.execute(
+                select(
+                    JobRow.team,
+                    JobRow.gpus,
+                    JobRow.nodes,
+                    AttemptRow.started_at,
+                    AttemptRow.finished_at,
+                )
+                .join(AttemptRow, AttemptRow.job_id == JobRow.id)
+                .where(
+                    AttemptRow.started_at.is_not(None),
+                    or_(AttemptRow.finished_at.is_(None), AttemptRow.finished_at > horizon),
+                )
+            ).all()
+        intervals = [
+            UsageInterval(
+                team=team,
+                gpus=gpus * nodes,
+                start=started.timestamp(),
+                end=None if finished is None else finished.timestamp(),
+            )
+            for team, gpus, nodes, started, finished in rows
+        ]
+        usage = decayed_usage(intervals, now.timestamp(), half_life)
+        self._history = (stamp, usage)
+        return usage
 
     def _admit(
         self, session: Session, job_id: str, attempt: int, admission: Admission, now: datetime

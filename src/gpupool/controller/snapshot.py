@@ -8,7 +8,7 @@ source and cannot disagree.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Row
@@ -24,7 +24,13 @@ from gpupool.scheduler import (
     Snapshot,
     TeamView,
 )
-from gpupool.spec.models import ClusterConfig
+from gpupool.scheduler.snapshot import (
+    BorrowWithinCohort,
+    PreemptionPolicy,
+    Reclaim,
+    WithinTeam,
+)
+from gpupool.spec.models import ClusterConfig, Preemption
 from gpupool.state.models import AttemptRow, JobRow
 
 # Columns the scheduler needs: loading these instead of whole rows keeps a cycle over
@@ -40,6 +46,7 @@ PENDING_COLUMNS = (
     JobRow.memory_gb,
     JobRow.gpu_types,
     JobRow.attempt,
+    JobRow.max_runtime_s,
 )
 ACTIVE_COLUMNS = (
     JobRow.id,
@@ -51,6 +58,11 @@ ACTIVE_COLUMNS = (
     AttemptRow.pool,
     AttemptRow.placements,
     AttemptRow.admitted_at,
+    AttemptRow.started_at,
+    JobRow.max_runtime_s,
+    JobRow.cancel_requested,
+    AttemptRow.cancel_sent,
+    AttemptRow.preempted_by,
 )
 
 
@@ -70,11 +82,13 @@ def pending_job(row: Row[Any]) -> PendingJob:
         cpus=row.cpus,
         memory_gb=row.memory_gb,
         gpu_types=tuple(row.gpu_types),
+        max_runtime_s=row.max_runtime_s,
     )
 
 
 def running_job(row: Row[Any]) -> RunningJob:
     """A row of ``ACTIVE_COLUMNS``: a job holding its placements now."""
+    started = (row.started_at or row.admitted_at).timestamp()
     return RunningJob(
         id=row.id,
         team=row.team,
@@ -87,7 +101,10 @@ def running_job(row: Row[Any]) -> RunningJob:
         ),
         cpus=row.cpus,
         memory_gb=row.memory_gb,
-        started_at=row.admitted_at.timestamp(),
+        started_at=started,
+        # Signalled (cancelled or chosen as a victim): it still holds its GPUs until it ends.
+        terminating=bool(row.cancel_requested or row.cancel_sent or row.preempted_by),
+        ends_by=None if row.max_runtime_s is None else started + row.max_runtime_s,
     )
 
 
@@ -96,6 +113,7 @@ def build_snapshot(
     now: float,
     pending: Sequence[PendingJob],
     running: Sequence[RunningJob],
+    usage_history: Mapping[str, float] | None = None,
 ) -> Snapshot:
     used_devices: dict[str, set[int]] = defaultdict(set)
     used_cpus: dict[str, float] = defaultdict(float)
@@ -135,6 +153,7 @@ def build_snapshot(
                 gpu_type: QuotaView(q.nominal, q.borrowing_limit, q.lending_limit)
                 for gpu_type, q in team.quota.items()
             },
+            usage_history=(usage_history or {}).get(name, 0.0),
         )
         for name, team in config.teams.items()
     }
@@ -143,5 +162,23 @@ def build_snapshot(
     return Snapshot(now=now, pools=pools, teams=teams, running=tuple(running), pending=known)
 
 
+def preemption_policy(spec: Preemption) -> PreemptionPolicy:
+    return PreemptionPolicy(
+        within_team=WithinTeam(spec.within_team),
+        reclaim=Reclaim(spec.reclaim),
+        borrow_within_cohort=BorrowWithinCohort(spec.borrow_within_cohort.policy),
+        borrow_max_priority_threshold=spec.borrow_within_cohort.max_priority_threshold,
+    )
+
+
 def policy_for(config: ClusterConfig) -> Policy:
-    return Policy(gpu_type_order=tuple(config.gpu_type_order()))
+    settings = config.scheduler
+    return Policy(
+        gpu_type_order=tuple(config.gpu_type_order()),
+        preemption={
+            name: preemption_policy(cohort.preemption) for name, cohort in config.cohorts.items()
+        },
+        default_preemption=preemption_policy(settings.preemption),
+        preemption_budget=settings.preemption_budget,
+        starvation_after_s=settings.starvation_after_s,
+    )

@@ -2,20 +2,21 @@
 
 The job mirrors its current attempt. A preempted or lost attempt sends the job back to the
 queue for a new attempt (keeping its submit time, so it keeps its place), until
-``MAX_ATTEMPTS`` is reached.
+``MAX_LOST_ATTEMPTS`` attempts were lost (preemptions never count).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpupool.backends.base import BackendStatus, RunState
 from gpupool.core.jobs import JobStatus
 from gpupool.state.models import AttemptRow, EventRow, JobRow
 
-MAX_ATTEMPTS = 5
+MAX_LOST_ATTEMPTS = 5
 
 _FINAL_JOB_STATUS = {
     RunState.SUCCEEDED: JobStatus.SUCCEEDED,
@@ -41,13 +42,17 @@ def apply_status(
     attempt.finished_at = now
     attempt.exit_code = status.exit_code
     attempt.message = status.message
+    if attempt.preempted_by and state is not RunState.SUCCEEDED and not job.cancel_requested:
+        # It ended because we signalled it for a preemptor: not a failure of the job.
+        state = RunState.PREEMPTED
+        attempt.message = f"preempted for {attempt.preempted_by}"
     if state in _FINAL_JOB_STATUS:
         final = _FINAL_JOB_STATUS[state]
         attempt.status = final.value
         finish_job(session, job, final, now, status.exit_code, status.message)
         return
     attempt.status = (JobStatus.PREEMPTED if state is RunState.PREEMPTED else JobStatus.LOST).value
-    requeue(session, job, now, f"attempt {attempt.number} {attempt.status}: {status.message}")
+    requeue(session, job, now, f"attempt {attempt.number} {attempt.status}: {attempt.message}")
 
 
 def finish_job(
@@ -68,17 +73,18 @@ def finish_job(
 
 def requeue(session: Session, job: JobRow, now: datetime, why: str) -> None:
     """Put the job back in the queue for a new attempt, or end it if it cannot go on."""
+    session.flush()  # the attempt's new status must count below
+    lost = session.scalar(
+        select(func.count())
+        .select_from(AttemptRow)
+        .where(AttemptRow.job_id == job.id, AttemptRow.status == JobStatus.LOST.value)
+    )
     if job.cancel_requested:
         finish_job(session, job, JobStatus.CANCELLED, now, None, "cancelled")
-    elif job.attempt >= MAX_ATTEMPTS:
-        finish_job(
-            session,
-            job,
-            JobStatus.FAILED,
-            now,
-            None,
-            f"gave up after {job.attempt} attempts; last: {why}",
-        )
+    elif (lost or 0) >= MAX_LOST_ATTEMPTS:
+        # Preemptions never count: only attempts lost to failures of the machinery.
+        reason = f"gave up after {lost} lost attempts; last: {why}"
+        finish_job(session, job, JobStatus.FAILED, now, None, reason)
     else:
         job.status = JobStatus.QUEUED.value
         job.pool = None

@@ -55,8 +55,26 @@ class PriorityClass(_Strict):
     default: bool = False
 
 
+class BorrowWithinCohort(_Strict):
+    policy: Literal["never", "lower_priority"] = "never"
+    max_priority_threshold: int | None = Field(
+        default=None, description="Only victims with priority <= this value (None: any)."
+    )
+
+
+class Preemption(_Strict):
+    """What a job may preempt to fit (DESIGN §5.6). Defaults follow Kueue's common setup:
+    preempt lower priority within the team, reclaim lent quota from anyone, and never
+    preempt to borrow."""
+
+    within_team: Literal["never", "lower_priority"] = "lower_priority"
+    reclaim: Literal["never", "lower_priority", "any"] = "any"
+    borrow_within_cohort: BorrowWithinCohort = BorrowWithinCohort()
+
+
 class Cohort(_Strict):
     description: str = ""
+    preemption: Preemption = Preemption()
 
 
 class Quota(_Strict):
@@ -94,6 +112,14 @@ class SchedulerSettings(_Strict):
     gpu_type_order: list[str] = Field(
         default_factory=list,
         description="Order tried for jobs that accept any gpu type; default: config order.",
+    )
+    preemption: Preemption = Field(
+        default=Preemption(), description="For teams without a cohort."
+    )
+    preemption_budget: int = Field(default=10, ge=0, le=10_000, description="Victims per cycle.")
+    fair_share_half_life_s: float = Field(default=3600.0, gt=0, le=90 * 24 * 3600)
+    starvation_after_s: float | None = Field(
+        default=1800.0, gt=0, description="Waiting longer earns a reservation; null: never."
     )
 
 

@@ -112,6 +112,8 @@ class AttemptRow(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     message: Mapped[str] = mapped_column(Text, default="")
     cancel_sent: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Set when the scheduler chose this attempt as a victim: the id of the job it yields to.
+    preempted_by: Mapped[str | None] = mapped_column(String(40), nullable=True)
 
 
 class EventRow(Base):
