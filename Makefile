@@ -34,7 +34,9 @@ format: $(STAMP)
 bench: $(STAMP)
 	mkdir -p bench/results
 	$(BIN)/python bench/api.py --json > bench/results/api.json
-	cat bench/results/api.json
+	$(BIN)/python bench/scheduler.py --size S --json > bench/results/scheduler-S.json
+	$(BIN)/python bench/scheduler.py --size M --json > bench/results/scheduler-M.json
+	cat bench/results/api.json bench/results/scheduler-S.json bench/results/scheduler-M.json
 
 clean:
 	rm -rf $(VENV) .gpupool .pytest_cache .mypy_cache .ruff_cache

@@ -58,11 +58,9 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from random import Random
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from gpupool.scheduler import (
     CycleResult,
     NodeView,
