@@ -19,8 +19,13 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/gpupool server --config $(CONFIG)
 
+# The Slurm and Ray test clusters are started by the tests themselves (scripts/*/up.sh, as
+# root) and stopped here afterwards; GPUPOOL_KEEP_CLUSTERS=1 leaves them running.
 test: $(STAMP)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	status=0; $(BIN)/pytest $(PYTEST_ARGS) || status=$$?; \
+	if [ -z "$$GPUPOOL_KEEP_CLUSTERS" ]; then \
+	  scripts/slurm/down.sh >/dev/null 2>&1 || true; scripts/ray/down.sh >/dev/null 2>&1 || true; \
+	fi; exit $$status
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

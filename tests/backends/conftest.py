@@ -10,9 +10,13 @@ To add an adapter: write a harness and add it to ``HARNESSES``.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -36,6 +40,8 @@ from gpupool.backends.fake import (
     FakeCluster,
 )
 from gpupool.backends.local.adapter import LocalBackend
+from gpupool.backends.ray.adapter import RayBackend
+from gpupool.backends.slurm.adapter import SlurmBackend
 
 POOL = "test-shared-dev-t4-pool"
 WAIT_S = 10.0
@@ -254,9 +260,122 @@ class FakeHarness:
         pass
 
 
+@functools.cache
+def ray_address() -> str:
+    """A real Ray cluster for the session: $GPUPOOL_TEST_RAY_ADDRESS, else the one that
+    scripts/ray/up.sh starts (or finds) on this machine. Skips when there is none."""
+    if address := os.environ.get("GPUPOOL_TEST_RAY_ADDRESS"):
+        return address
+    up = Path(__file__).resolve().parents[2] / "scripts" / "ray" / "up.sh"
+    try:
+        subprocess.run([str(up)], check=True, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = getattr(exc, "stderr", "") or exc
+        pytest.skip(f"no Ray cluster (run scripts/ray/up.sh): {str(detail).strip()[-300:]}")
+    return "http://127.0.0.1:8265"
+
+
+class RayHarness(LocalHarness):
+    """The local harness's job and observations, run as Ray Jobs on a real local cluster.
+    Submission ids get a per-test prefix: the cluster remembers ids across test sessions."""
+
+    name = "ray"
+    backend_chooses_devices = True  # Ray assigns the GPUs (and sets CUDA_VISIBLE_DEVICES)
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.obs = tmp_path / "obs"
+        options = {
+            "address": ray_address(),
+            "stop_grace_s": 2,
+            "submission_id_prefix": f"ct-{uuid.uuid4().hex[:8]}-",
+        }
+        self.ctx = AdapterContext(
+            pool=POOL, gpu_type="t4", options=options, state_dir=tmp_path / "state"
+        )
+        self.backend = RayBackend(self.ctx)
+
+    def restart(self) -> Backend:
+        self.backend = RayBackend(self.ctx)
+        return self.backend
+
+    def cleanup(self) -> None:
+        """Stop what a test left running: every key submitted has a dir under the root."""
+        root = self.backend.root  # type: ignore[attr-defined]
+        for attempt in root.iterdir() if root.is_dir() else ():
+            self.backend.cancel(JobHandle("ray", POOL, "", attempt.name), 0)
+
+
+@functools.cache
+def slurm_cluster_problem() -> str | None:
+    """Start (or find) the real Slurm cluster of scripts/slurm/up.sh, once per session; why
+    there is none, if so (cached: a missing cluster must not cost every test a retry)."""
+    how = "run scripts/slurm/up.sh as root (installs slurm-wlm and munge)"
+    if os.geteuid() != 0:
+        try:
+            up = subprocess.run(["sinfo", "-h", "-p", "t4", "-o", "%a"], capture_output=True)
+        except OSError:
+            return f"no Slurm cluster: {how}"
+        return None if up.stdout.strip() == b"up" else f"no Slurm cluster: {how}"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "slurm" / "up.sh"
+    try:
+        subprocess.run([str(script)], check=True, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = getattr(exc, "stderr", "") or exc
+        return f"no Slurm cluster ({how}): {str(detail).strip()[-300:]}"
+    return None
+
+
+class SlurmHarness(LocalHarness):
+    """The local harness's job and observations, run as batch jobs of the real cluster of
+    scripts/slurm/up.sh (partition t4, two nodes of gpu:h100:2,gpu:t4:2 fake GPUs)."""
+
+    name = "slurm"
+    backend_chooses_devices = True  # Slurm picks the GPUs of a gres request, not gpupool
+
+    def __init__(self, tmp_path: Path) -> None:
+        if problem := slurm_cluster_problem():
+            pytest.skip(problem)
+        self.obs = tmp_path / "obs"
+        # The cluster remembers ended jobs (MinJobAge) by name: names get a per-test prefix.
+        options = {
+            "partition": "t4",
+            "max_runtime_grace_s": 1,
+            "job_name_prefix": f"ct-{uuid.uuid4().hex[:8]}-",
+        }
+        self.ctx = AdapterContext(
+            pool=POOL, gpu_type="t4", options=options, state_dir=tmp_path / "state"
+        )
+        self.backend = SlurmBackend(self.ctx)
+
+    def restart(self) -> Backend:
+        self.backend = SlurmBackend(self.ctx)
+        return self.backend
+
+    def wait(
+        self, handle: JobHandle, until: Callable[[BackendStatus], bool] | None = None
+    ) -> BackendStatus:
+        until = until or is_final
+        deadline = time.monotonic() + 3 * WAIT_S  # a loaded 2-core machine schedules slowly
+        while not until(status := self.backend.poll([handle])[handle.key]):
+            if time.monotonic() > deadline:
+                pytest.fail(f"{handle.key} still {status} after {3 * WAIT_S}s")
+            time.sleep(0.1)
+        return status
+
+    def cleanup(self) -> None:
+        """Cancel whatever a test left in the queue: every job submitted is recorded."""
+        root = self.backend.root  # type: ignore[attr-defined]
+        records = root.glob("*/submitted.json") if root.is_dir() else ()
+        job_ids = [json.loads(r.read_text())["job_id"] for r in records]
+        if job_ids:
+            subprocess.run(["scancel", *job_ids], capture_output=True)
+
+
 HARNESSES: dict[str, Callable[[Path], Harness]] = {
     "local": LocalHarness,
     "fake": FakeHarness,
+    "slurm": SlurmHarness,
+    "ray": RayHarness,
 }
 
 
@@ -270,5 +389,12 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
 @pytest.fixture
 def local(tmp_path: Path) -> Iterator[LocalHarness]:
     made = LocalHarness(tmp_path)
+    yield made
+    made.cleanup()
+
+
+@pytest.fixture
+def slurm(tmp_path: Path) -> Iterator[SlurmHarness]:
+    made = SlurmHarness(tmp_path)
     yield made
     made.cleanup()

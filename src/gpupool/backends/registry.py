@@ -35,6 +35,8 @@ Factory = Callable[[AdapterContext], Backend]
 ADAPTERS: Mapping[str, str] = {
     "local": "gpupool.backends.local.adapter:LocalBackend",
     "fake": "gpupool.backends.fake:FakeBackend",
+    "slurm": "gpupool.backends.slurm.adapter:SlurmBackend",
+    "ray": "gpupool.backends.ray.adapter:RayBackend",
 }
 
 # Backend name -> the pip extra that installs its third-party client, for the error hint.

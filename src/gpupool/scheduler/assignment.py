@@ -8,8 +8,9 @@ For each acceptable gpu type in order, :func:`assign` checks, cheapest and most 
 4. a pool has the nodes free now (else CAPACITY).
 
 The first type that fits wins (spill-over). The result is graded by :class:`FitMode`; the
-preemption pass (a later step) will add ``PREEMPT`` between ``NO_FIT`` and ``FIT`` and run only
-when no type fits outright. Nothing here changes the workspace: the caller applies a fit.
+preemption pass (:mod:`gpupool.scheduler.preemption`) grades ``PREEMPT`` between ``NO_FIT`` and
+``FIT`` and runs only when no type fits outright. Nothing here changes the workspace: the caller
+applies a fit.
 
 Pool order (one comparator): fewest free GPUs left on the picked nodes (packs best, keeping
 whole nodes free for gangs), then the weighted rendezvous hash of the job id over the tied pools
@@ -25,26 +26,35 @@ from gpupool.core.hashing import rendezvous_order
 from gpupool.core.quota import check_quota
 from gpupool.scheduler import reasons
 from gpupool.scheduler.capacity import NodePick, PoolRoom, Shape
-from gpupool.scheduler.snapshot import PendingJob, PendingReason
+from gpupool.scheduler.snapshot import PendingJob, PendingReason, RunningJob
 from gpupool.scheduler.workspace import Workspace
 
 
 class FitMode(IntEnum):
-    """How well a job fits; higher is better. ``PREEMPT = 1`` is reserved for preemption."""
+    """How well a job fits; higher is better. ``PREEMPT``: it fits once running jobs end."""
 
     NO_FIT = 0
+    PREEMPT = 1
     FIT = 2
 
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
-    """The decision for one job. With ``FIT``: where it goes and how much of it is borrowed."""
+    """The decision for one job. With ``FIT``: where it goes and how much of it is borrowed.
+
+    With ``PREEMPT``: the gpu type, the running jobs to preempt now (``victims``, in candidate
+    order), why each is preempted (``notes``, a sentence per victim) and the terminating jobs
+    it waits for besides (``ending``).
+    """
 
     mode: FitMode
     reasons: tuple[PendingReason, ...] = ()
     gpu_type: str = ""
     pick: NodePick | None = None
     borrowed: int = 0
+    victims: tuple[RunningJob, ...] = ()
+    notes: tuple[str, ...] = ()
+    ending: tuple[RunningJob, ...] = ()
 
 
 def job_shape(job: PendingJob) -> Shape:
@@ -75,6 +85,15 @@ def assign(job: PendingJob, gpu_types: tuple[str, ...], ws: Workspace) -> Assign
     return Assignment(FitMode.NO_FIT, tuple(found))
 
 
+def usable_pools(team: str, shape: Shape, gpu_type: str, ws: Workspace) -> list[PoolRoom]:
+    """The pools of ``gpu_type`` the team may use that, empty, could hold ``shape``."""
+    return [
+        pool
+        for pool in ws.pools_by_type.get(gpu_type, [])
+        if pool.usable_by(team) and pool.could_ever_hold(shape)
+    ]
+
+
 def _assign_type(job: PendingJob, shape: Shape, gpu_type: str, ws: Workspace) -> Assignment:
     all_pools = ws.pools_by_type.get(gpu_type, [])
     pools = [pool for pool in all_pools if pool.usable_by(job.team)]
@@ -95,7 +114,7 @@ def _assign_type(job: PendingJob, shape: Shape, gpu_type: str, ws: Workspace) ->
         max_free = max(pool.max_free_gpus() for pool in pools)
         return _no_fit(reasons.capacity(gpu_type, shape, len(pools), max_free))
     return Assignment(
-        FitMode.FIT, gpu_type=gpu_type, pick=_best_pick(job.id, picks), borrowed=check.borrowed
+        FitMode.FIT, gpu_type=gpu_type, pick=best_pick(job.id, picks), borrowed=check.borrowed
     )
 
 
@@ -103,7 +122,7 @@ def _no_fit(reason: PendingReason) -> Assignment:
     return Assignment(FitMode.NO_FIT, (reason,))
 
 
-def _best_pick(job_id: str, picks: list[NodePick]) -> NodePick:
+def best_pick(job_id: str, picks: list[NodePick]) -> NodePick:
     """Tightest packing first; ties by weighted rendezvous hash of the job id over pool names."""
     tightest = min(pick.slack for pick in picks)
     tied = {pick.pool.name: pick for pick in picks if pick.slack == tightest}

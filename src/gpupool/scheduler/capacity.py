@@ -10,10 +10,12 @@ Invariants:
 * ``_by_free[k]`` holds, sorted, the indices of exactly the nodes with ``k`` free devices. Nodes
   are indexed in name order, so walking ``k`` upwards and each bucket in order visits nodes from
   most to least allocated, then by name: the packing order.
-* Within a cycle free room only shrinks (until preemption lands, which must call
-  :meth:`PoolRoom.forget_failures` when it frees room). So a request that failed stays failed,
-  and so does every request at least as large in every dimension: ``_failed`` remembers a few
-  such shapes to reject repeats in O(1).
+* Free room only shrinks, except through :meth:`PoolRoom.release` (what-if removal of a running
+  job or a reservation's hold), which forgets remembered failures. So a request that failed stays
+  failed while no room was released, and so does every request at least as large in every
+  dimension: ``_failed`` remembers a few such shapes to reject repeats in O(1).
+* :meth:`PoolRoom.release` and :meth:`PoolRoom.occupy` move exact devices and amounts, recorded
+  in a :class:`Held`, so every what-if can be undone exactly (STYLE §3).
 """
 
 from __future__ import annotations
@@ -77,6 +79,18 @@ class NodeRoom:
 
 
 @dataclass(frozen=True, slots=True)
+class Held:
+    """Exact room of one node moved outside an admission: freed by a what-if removal, or taken
+    by a hold (a reservation or a preemptor's share of free room)."""
+
+    pool: PoolRoom
+    index: int
+    devices: tuple[int, ...]
+    cpus: float
+    memory_gb: float
+
+
+@dataclass(frozen=True, slots=True)
 class NodePick:
     """Nodes of one pool that can hold a job, and how tightly it packs there.
 
@@ -91,7 +105,7 @@ class NodePick:
 class PoolRoom:
     """One pool's nodes and their free room; see the module invariants."""
 
-    __slots__ = ("_by_free", "_failed", "_fits_empty", "nodes", "total_gpus", "view")
+    __slots__ = ("_by_free", "_failed", "_fits_empty", "_index", "nodes", "total_gpus", "view")
 
     def __init__(self, view: PoolView) -> None:
         self.view = view
@@ -103,10 +117,14 @@ class PoolRoom:
             self._by_free[len(node.free_devices)].append(index)
         self._failed: list[Shape] = []
         self._fits_empty: dict[Shape, bool] = {}
+        self._index = {node.view.name: index for index, node in enumerate(self.nodes)}
 
     @property
     def name(self) -> str:
         return self.view.name
+
+    def node_index(self, name: str) -> int | None:
+        return self._index.get(name)
 
     def usable_by(self, team: str) -> bool:
         return self.view.dedicated_to is None or self.view.dedicated_to == team
@@ -115,7 +133,12 @@ class PoolRoom:
         """True when the pool, empty, would have ``shape.nodes`` nodes large enough."""
         known = self._fits_empty.get(shape)
         if known is None:
-            large = sum(1 for node in self.nodes if node.could_ever_hold(shape))
+            large = 0
+            for node in self.nodes:  # stops as soon as enough nodes are large enough
+                if node.could_ever_hold(shape):
+                    large += 1
+                    if large >= shape.nodes:
+                        break
             known = self._fits_empty[shape] = large >= shape.nodes
         return known
 
@@ -155,16 +178,70 @@ class PoolRoom:
             del node.free_devices[: shape.gpus]
             node.free_cpus -= shape.cpus
             node.free_memory_gb -= shape.memory_gb
-            if shape.gpus:
-                bucket = self._by_free[before]
-                del bucket[bisect_left(bucket, index)]
-                insort(self._by_free[before - shape.gpus], index)
+            self._rebucket(index, before)
             placements.append(Placement(node.view.name, devices))
         return tuple(placements)
 
-    def forget_failures(self) -> None:
-        """Drop remembered failures; required whenever room is freed (preemption)."""
+    def release(self, index: int, devices: tuple[int, ...], cpus: float, memory_gb: float) -> Held:
+        """Free these devices (those in use) and up to this much cpus and memory of one node.
+
+        Returns exactly what was freed, for :meth:`occupy` to take back. Room grows, so the
+        remembered failures are dropped (see :meth:`failures` to keep them across a what-if).
+        """
+        node = self.nodes[index]
+        before = len(node.free_devices)
+        free = set(node.free_devices)
+        freed = tuple(d for d in sorted(set(devices)) if 0 <= d < node.view.gpus and d not in free)
+        for device in freed:
+            insort(node.free_devices, device)
+        # Clamped at what is in use: a snapshot whose jobs claim more than the node has used
+        # must not make the node look larger than it is.
+        cpus = max(0.0, min(cpus, node.view.cpus - node.free_cpus))
+        memory_gb = max(0.0, min(memory_gb, node.view.memory_gb - node.free_memory_gb))
+        node.free_cpus += cpus
+        node.free_memory_gb += memory_gb
+        self._rebucket(index, before)
         self._failed.clear()
+        return Held(self, index, freed, cpus, memory_gb)
+
+    def occupy(self, held: Held) -> None:
+        """Take exactly ``held``'s room, which must be free (undoes :meth:`release`)."""
+        node = self.nodes[held.index]
+        before = len(node.free_devices)
+        for device in held.devices:
+            del node.free_devices[bisect_left(node.free_devices, device)]
+        node.free_cpus -= held.cpus
+        node.free_memory_gb -= held.memory_gb
+        self._rebucket(held.index, before)
+
+    def hold(self, index: int, devices: tuple[int, ...], cpus: float, memory_gb: float) -> Held:
+        """Take those of ``devices`` that are free and up to this much free cpus and memory."""
+        node = self.nodes[index]
+        free = set(node.free_devices)
+        held = Held(
+            self,
+            index,
+            tuple(d for d in sorted(set(devices)) if d in free),
+            max(0.0, min(cpus, node.free_cpus)),
+            max(0.0, min(memory_gb, node.free_memory_gb)),
+        )
+        self.occupy(held)
+        return held
+
+    def failures(self) -> list[Shape]:
+        """The remembered failures, to restore with :meth:`restore_failures` after a what-if."""
+        return list(self._failed)
+
+    def restore_failures(self, failed: list[Shape]) -> None:
+        """Only valid when the room is back to what it was when ``failed`` was saved."""
+        self._failed = failed
+
+    def _rebucket(self, index: int, before: int) -> None:
+        after = len(self.nodes[index].free_devices)
+        if after != before:
+            bucket = self._by_free[before]
+            del bucket[bisect_left(bucket, index)]
+            insort(self._by_free[after], index)
 
     def _remember_failure(self, shape: Shape) -> None:
         if any(failed.covers(shape) for failed in self._failed):

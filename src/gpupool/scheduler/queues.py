@@ -1,36 +1,87 @@
 """Team queues and the two orderings of the cycle (DESIGN §5.1-5.2).
 
-Job order within a team (:func:`job_order`): priority high first, then submit time, then id.
+Job order within a team (:func:`job_order`): starving jobs first (Q8, see
+:mod:`gpupool.scheduler.reservations`), oldest first among them; then priority high first,
+submit time, id.
 
-Head order across teams (:func:`head_order`), smallest first:
+Head order across teams (:func:`head_order`) is documented there; in short: starving heads,
+within-nominal heads, lowest weighted dominant share (equal within a tolerance), lowest decayed
+history per weight, priority, submit time, id.
 
-1. heads that fit within their team's nominal quota on at least one acceptable gpu type;
-2. lowest weighted dominant share of the team (:func:`gpupool.core.quota.dominant_share`);
-3. priority high first, submit time, job id.
-
-A team's head key depends only on that team's own usage and head job, and only the team whose
-head was just decided changes either. So one heap entry per team is always current: after a
-decision the team is pushed again with its next head, and no other entry needs refreshing.
-Decayed historical usage (fair share over time) will slot in after the share.
+A team's head key depends only on that team's own usage and head job. An admission changes only
+the deciding team's usage, so after it the team is pushed again with its next head and no other
+entry needs refreshing. A preemption claim also changes its victims' teams:
+:meth:`Heads.refresh` then re-keys every team.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterable
 
 from gpupool.scheduler.snapshot import PendingJob
 
-JobKey = tuple[int, float, str]
-HeadKey = tuple[int, float, int, float, str]
+JobKey = tuple[int, float, float, str]
+HeadKey = tuple[int, float, int, float, float, int, float, str]
 
 
-def job_order(job: PendingJob) -> JobKey:
-    return (-job.priority, job.submitted_at, job.id)
+def _never_starving(job: PendingJob) -> bool:
+    return False
 
 
-def head_order(within_nominal: bool, share: float, job: PendingJob) -> HeadKey:
-    return (0 if within_nominal else 1, share, -job.priority, job.submitted_at, job.id)
+def job_order(job: PendingJob, starving: bool = False) -> JobKey:
+    """Once a job starves, how long it waited is what counts: the oldest starving job goes
+    first even before higher-priority starving jobs, so every starving job eventually leads."""
+    if starving:
+        return (0, job.submitted_at, -job.priority, job.id)
+    return (1, -job.priority, job.submitted_at, job.id)
+
+
+def share_key(share: float, tolerance: float) -> float:
+    """``share`` rounded to a multiple of ``tolerance``: shares that differ by float noise (or
+    less than the tolerance, barring the rare pair straddling a rounding boundary) compare equal,
+    and the comparison stays a total order, as a heap needs."""
+    if tolerance <= 0 or math.isinf(share):
+        return share
+    return float(math.floor(share / tolerance + 0.5))
+
+
+def history_key(usage_history: float, weight: float) -> float:
+    """Decayed GPU-seconds per unit of weight; a team with weight ``<= 0`` goes last."""
+    if usage_history <= 0:
+        return 0.0
+    return usage_history / weight if weight > 0 else math.inf
+
+
+def head_order(
+    within_nominal: bool,
+    share: float,
+    job: PendingJob,
+    *,
+    starving: bool = False,
+    history: float = 0.0,
+) -> HeadKey:
+    """The cross-team comparator (DESIGN §5.2, Q4, Q8), smallest first:
+
+    1. starving heads (waited ``starvation_after_s`` or more) before all others, the oldest
+       first (see :func:`job_order`);
+    2. heads that fit within their team's nominal quota on an acceptable gpu type;
+    3. lowest weighted dominant share, as :func:`share_key` (equal within the tolerance);
+    4. on equal shares, lowest decayed usage history per weight (:func:`history_key`): a team
+       that used less over time goes first, so near-ties are broken fairly over time;
+    5. priority high first, submit time, job id.
+    """
+    return (
+        0 if starving else 1,
+        job.submitted_at if starving else 0.0,
+        0 if within_nominal else 1,
+        share,
+        history,
+        -job.priority,
+        job.submitted_at,
+        job.id,
+    )
 
 
 class TeamQueue:
@@ -38,9 +89,14 @@ class TeamQueue:
 
     __slots__ = ("_jobs", "_next", "team")
 
-    def __init__(self, team: str, jobs: list[PendingJob]) -> None:
+    def __init__(
+        self,
+        team: str,
+        jobs: list[PendingJob],
+        starving: Callable[[PendingJob], bool] = _never_starving,
+    ) -> None:
         self.team = team
-        self._jobs = sorted(jobs, key=job_order)
+        self._jobs = sorted(jobs, key=lambda job: job_order(job, starving(job)))
         self._next = 0
 
     @property
@@ -52,12 +108,14 @@ class TeamQueue:
         self._next += 1
 
 
-def build_queues(pending: Iterable[PendingJob]) -> list[TeamQueue]:
+def build_queues(
+    pending: Iterable[PendingJob], starving: Callable[[PendingJob], bool] = _never_starving
+) -> list[TeamQueue]:
     """One queue per team with pending jobs, in team name order."""
     by_team: dict[str, list[PendingJob]] = {}
     for job in pending:
         by_team.setdefault(job.team, []).append(job)
-    return [TeamQueue(team, by_team[team]) for team in sorted(by_team)]
+    return [TeamQueue(team, by_team[team], starving) for team in sorted(by_team)]
 
 
 class Heads:
@@ -89,3 +147,8 @@ class Heads:
             heapq.heappop(self._heap)
         else:
             heapq.heapreplace(self._heap, (self._key(head), queue))
+
+    def refresh(self) -> None:
+        """Re-key every team: needed after a decision changed other teams' usage."""
+        self._heap = [(self._key(q.head), q) for _, q in self._heap if q.head is not None]
+        heapq.heapify(self._heap)

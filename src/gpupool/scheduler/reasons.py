@@ -7,9 +7,11 @@ that were compared, so a reader can tell what would have to change for the job t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpupool.core.quota import QuotaCheck, QuotaVerdict
 from gpupool.scheduler.capacity import Shape
-from gpupool.scheduler.snapshot import PendingReason, ReasonCode
+from gpupool.scheduler.snapshot import PendingReason, ReasonCode, RunningJob
 
 
 def _plural(count: int, word: str) -> str:
@@ -75,3 +77,64 @@ def capacity(gpu_type: str, shape: Shape, pools: int, max_free: int) -> PendingR
 
 def no_gpu_type() -> PendingReason:
     return PendingReason("any", ReasonCode.NO_POOL, "no pool of any gpu type exists")
+
+
+def _jobs_of_teams(jobs: Sequence[RunningJob]) -> str:
+    """``2 jobs of team-b (priority 500) and 1 job of team-c (priority 0)``."""
+    by_team: dict[str, list[int]] = {}
+    for job in jobs:
+        by_team.setdefault(job.team, []).append(job.priority)
+    parts = []
+    for team in sorted(by_team):
+        priorities = sorted(set(by_team[team]))
+        shown = ", ".join(str(p) for p in priorities)
+        word = "priority" if len(priorities) == 1 else "priorities"
+        parts.append(f"{_plural(len(by_team[team]), 'job')} of {team} ({word} {shown})")
+    return " and ".join(parts)
+
+
+def preempting(gpu_type: str, victims: int, ending: int) -> PendingReason:
+    waiting = victims + ending
+    message = f"waiting for {_plural(waiting, 'preempted job')} to end on {gpu_type}"
+    if victims and ending:
+        message += f" ({victims} preempted in this cycle, {ending} already ending)"
+    elif ending:
+        message += " (already ending; nothing new preempted)"
+    return PendingReason(gpu_type, ReasonCode.PREEMPTING, message)
+
+
+def not_allowed(gpu_type: str, team: str, victims: Sequence[RunningJob], why: str) -> PendingReason:
+    message = f"{gpu_type}: would fit by preempting {_jobs_of_teams(victims)}, but {why}"
+    return PendingReason(gpu_type, ReasonCode.PREEMPTION, message)
+
+
+def over_budget(gpu_type: str, victims: int, budget: int, left: int) -> PendingReason:
+    message = (
+        f"{gpu_type}: would fit by preempting {_plural(victims, 'job')}, but only {left} of "
+        f"this cycle's preemption budget of {budget} are left"
+    )
+    return PendingReason(gpu_type, ReasonCode.PREEMPTION, message)
+
+
+def budget_used_up(budget: int) -> PendingReason:
+    message = (
+        f"preemption not tried: this cycle's budget of {_plural(budget, 'preemption')} is used up"
+    )
+    return PendingReason("any", ReasonCode.PREEMPTION, message)
+
+
+def reserved(gpu_type: str, node: str, job_id: str, since: float, due: float) -> PendingReason:
+    message = (
+        f"{gpu_type} GPUs on node {node} are reserved for job {job_id} (waiting since "
+        f"{since:g}) until {due:g}"
+    )
+    return PendingReason(gpu_type, ReasonCode.RESERVED, message)
+
+
+def holding(gpu_type: str, nodes: Sequence[str], since: float, due: float) -> PendingReason:
+    message = (
+        f"waiting since {since:g}, too long: free {gpu_type} GPUs on "
+        f"{_plural(len(nodes), 'node')} {', '.join(nodes)} are held for it until {due:g}, "
+        "when the jobs running there will have ended"
+    )
+    return PendingReason(gpu_type, ReasonCode.CAPACITY, message)

@@ -162,6 +162,8 @@ class Policy:
     in one cycle (``None`` = no cap; 0 disables preemption).
     ``starvation_after_s``: a job pending longer than this gets a reservation (Q8);
     ``None`` disables reservations.
+    ``fair_share_tolerance``: weighted dominant shares closer than this count as equal, and the
+    teams' decayed ``usage_history`` per weight decides between them (Q4).
     """
 
     gpu_type_order: tuple[str, ...] = ()
@@ -170,6 +172,7 @@ class Policy:
     default_preemption: PreemptionPolicy = PreemptionPolicy()
     preemption_budget: int | None = 10
     starvation_after_s: float | None = None
+    fair_share_tolerance: float = 1e-9
 
 
 class ReasonCode(StrEnum):

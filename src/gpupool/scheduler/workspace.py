@@ -10,16 +10,28 @@ Invariants:
   (see :class:`~gpupool.scheduler.snapshot.NodeView`).
 * ``cohorts[(cohort, gpu_type)]`` equals the sum of every member's ``lendable`` and ``borrowed``
   at its current usage (see :mod:`gpupool.core.quota`); :meth:`apply` keeps it so.
-* ``epoch`` counts admissions applied. Nothing a decision reads changes while ``epoch`` does not,
-  so a decision computed at one epoch may be reused for an identical job at the same epoch.
+* Quota is kept in the *future* state: once a preemptor claims its victims (:meth:`claim`),
+  the victims' GPUs no longer count for their teams and the preemptor's do count for its own,
+  although the preemptor is not admitted. Room is kept in the *present* state: victims still
+  hold their devices, and the preemptor holds the free room it will need besides theirs. So no
+  decision of the cycle hands out room that is not free now, and none hands out quota a
+  preemptor counts on (DESIGN §5.6).
+* ``claimed`` holds the ids of running jobs some preemptor of this cycle waits for; they are
+  never chosen again.
+* ``epoch`` counts changes of room or quota (admissions, claims, reservations). Nothing a
+  decision reads changes while ``epoch`` does not, so a decision computed at one epoch may be
+  reused for an identical job at the same epoch. What-if changes (:class:`Simulation`) are
+  undone before anything reads the epoch again.
 * Pools are listed per gpu type in name order; iteration never depends on input order.
 """
 
 from __future__ import annotations
 
+from types import TracebackType
+
 from gpupool.core.quota import CohortBalance, Quota, dominant_share
-from gpupool.scheduler.capacity import PoolRoom, Shape
-from gpupool.scheduler.snapshot import Placement, QuotaView, Snapshot, TeamView
+from gpupool.scheduler.capacity import Held, PoolRoom, Shape
+from gpupool.scheduler.snapshot import Placement, QuotaView, RunningJob, Snapshot, TeamView
 
 _NO_COHORT = CohortBalance()
 
@@ -32,19 +44,30 @@ class Workspace:
     """Everything one cycle reads and changes; see the module invariants."""
 
     def __init__(self, snapshot: Snapshot) -> None:
+        self.now = snapshot.now
+        self.running = snapshot.running
         self.teams = dict(snapshot.teams)
         self._quotas: dict[tuple[str, str], Quota] = {}
         self.pools_by_type: dict[str, list[PoolRoom]] = {}
         for pool in sorted(snapshot.pools, key=lambda p: p.name):
             self.pools_by_type.setdefault(pool.gpu_type, []).append(PoolRoom(pool))
+        self.pool_by_name = {p.name: p for pools in self.pools_by_type.values() for p in pools}
         self.capacity = {
             gpu_type: sum(p.total_gpus for p in pools)
             for gpu_type, pools in self.pools_by_type.items()
         }
         self.usage: dict[str, dict[str, int]] = {}
+        # Running jobs per gpu type: per team (preemption candidates) and the terminating ones.
+        self.jobs_by_type: dict[str, dict[str, list[RunningJob]]] = {}
+        self.ending_by_type: dict[str, list[RunningJob]] = {}
         for job in snapshot.running:
             per_type = self.usage.setdefault(job.team, {})
             per_type[job.gpu_type] = per_type.get(job.gpu_type, 0) + job.gpus
+            if job.terminating:
+                self.ending_by_type.setdefault(job.gpu_type, []).append(job)
+            else:
+                by_team = self.jobs_by_type.setdefault(job.gpu_type, {})
+                by_team.setdefault(job.team, []).append(job)
         self.cohorts: dict[tuple[str, str], CohortBalance] = {}
         for name in sorted(self.teams):
             team = self.teams[name]
@@ -59,6 +82,10 @@ class Workspace:
                 )
         self.epoch = 0
         self._shares: dict[str, float] = {}  # dropped for a team whenever its usage changes
+        self.claimed: set[str] = set()
+        self._members: dict[str, list[str]] = {}
+        # This cycle's admissions as (pool, placements, cpus, memory_gb, ends_by), for reservations.
+        self.admitted: list[tuple[str, tuple[Placement, ...], float, float, float | None]] = []
 
     def team(self, name: str) -> TeamView:
         """The team's view; a team missing from the snapshot has no quota and no cohort."""
@@ -85,6 +112,19 @@ class Workspace:
             return None
         return self.cohorts.get((cohort, gpu_type), _NO_COHORT)
 
+    def borrowing(self, team: str, gpu_type: str) -> bool:
+        """True when the team uses more of ``gpu_type`` than its nominal quota."""
+        return self.used(team, gpu_type) > self.quota(team, gpu_type).nominal
+
+    def cohort_members(self, cohort: str) -> list[str]:
+        """The teams of ``cohort``, by name."""
+        members = self._members.get(cohort)
+        if members is None:
+            members = self._members[cohort] = sorted(
+                name for name, view in self.teams.items() if view.cohort == cohort
+            )
+        return members
+
     def within_nominal(self, team: str, gpu_type: str, need: int) -> bool:
         return need == 0 or self.used(team, gpu_type) + need <= self.quota(team, gpu_type).nominal
 
@@ -99,19 +139,110 @@ class Workspace:
             )
         return share
 
+    def change_usage(self, team: str, gpu_type: str, delta: int) -> None:
+        """Add ``delta`` GPUs to the team's usage and move its cohort balance to match."""
+        if not delta:
+            return
+        before = self.used(team, gpu_type)
+        self.usage.setdefault(team, {})[gpu_type] = before + delta
+        self._shares.pop(team, None)
+        cohort = self.team(team).cohort
+        if cohort is not None:
+            key = (cohort, gpu_type)
+            balance = self.cohorts.get(key, _NO_COHORT)
+            self.cohorts[key] = balance.moved(self.quota(team, gpu_type), before, before + delta)
+
     def apply(
-        self, team: str, gpu_type: str, pool: PoolRoom, nodes: tuple[int, ...], shape: Shape
+        self,
+        team: str,
+        gpu_type: str,
+        pool: PoolRoom,
+        nodes: tuple[int, ...],
+        shape: Shape,
+        ends_by: float | None = None,
     ) -> tuple[Placement, ...]:
         """Record an admission: take the room, add the usage, move the cohort balance."""
         placements = pool.take(nodes, shape)
-        need = shape.gpus * shape.nodes
-        before = self.used(team, gpu_type)
-        self.usage.setdefault(team, {})[gpu_type] = before + need
-        self._shares.pop(team, None)
-        cohort = self.team(team).cohort
-        if cohort is not None and need:
-            key = (cohort, gpu_type)
-            balance = self.cohorts.get(key, _NO_COHORT)
-            self.cohorts[key] = balance.moved(self.quota(team, gpu_type), before, before + need)
+        self.change_usage(team, gpu_type, shape.gpus * shape.nodes)
+        self.admitted.append((pool.name, placements, shape.cpus, shape.memory_gb, ends_by))
         self.epoch += 1
         return placements
+
+    def claim(self, team: str, gpu_type: str, need: int, victims: list[RunningJob]) -> None:
+        """A preemptor of ``team`` counts on ``victims`` ending: move the quota to the future.
+
+        Room is not touched here (see the module invariants); the caller holds the free room
+        the preemptor needs besides its victims'.
+        """
+        for victim in victims:
+            self.claimed.add(victim.id)
+            self.change_usage(victim.team, victim.gpu_type, -victim.gpus)
+        self.change_usage(team, gpu_type, need)
+        self.epoch += 1
+
+
+class Simulation:
+    """Reversible what-if changes of a workspace (STYLE §3): remove running jobs or release holds,
+    read the workspace, and have everything restored on exit, in reverse order.
+
+    Invariant: on exit room, usage, cohort balances and each touched pool's remembered failures
+    are exactly what they were on entry; ``epoch`` never moves.
+    """
+
+    def __init__(self, ws: Workspace) -> None:
+        self._ws = ws
+        self._removed: dict[str, tuple[RunningJob, list[Held]]] = {}
+        self._released: list[Held] = []
+        self._failures: dict[str, list[Shape]] = {}
+
+    def __enter__(self) -> Simulation:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for job_id in reversed(list(self._removed)):
+            self.put_back(job_id)
+        for held in reversed(self._released):
+            held.pool.occupy(held)
+        self._released.clear()
+        for name, failed in self._failures.items():
+            self._ws.pool_by_name[name].restore_failures(failed)
+
+    def remove(self, job: RunningJob) -> None:
+        """As if ``job`` had ended: its usage and the room on its placements' nodes are free."""
+        ws = self._ws
+        ws.change_usage(job.team, job.gpu_type, -job.gpus)
+        freed: list[Held] = []
+        pool = ws.pool_by_name.get(job.pool)
+        if pool is not None:
+            self._save_failures(pool)
+            for placement in job.placements:
+                index = pool.node_index(placement.node)
+                if index is not None:
+                    freed.append(pool.release(index, placement.devices, job.cpus, job.memory_gb))
+        self._removed[job.id] = (job, freed)
+
+    def removed(self, job_id: str) -> bool:
+        return job_id in self._removed
+
+    def put_back(self, job_id: str) -> None:
+        """Undo :meth:`remove` of one job."""
+        job, freed = self._removed.pop(job_id)
+        for held in reversed(freed):
+            held.pool.occupy(held)
+        self._ws.change_usage(job.team, job.gpu_type, job.gpus)
+
+    def release(self, held: Held) -> None:
+        """As if a hold were given up."""
+        self._save_failures(held.pool)
+        self._released.append(
+            held.pool.release(held.index, held.devices, held.cpus, held.memory_gb)
+        )
+
+    def _save_failures(self, pool: PoolRoom) -> None:
+        if pool.name not in self._failures:
+            self._failures[pool.name] = pool.failures()

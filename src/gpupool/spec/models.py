@@ -113,9 +113,7 @@ class SchedulerSettings(_Strict):
         default_factory=list,
         description="Order tried for jobs that accept any gpu type; default: config order.",
     )
-    preemption: Preemption = Field(
-        default=Preemption(), description="For teams without a cohort."
-    )
+    preemption: Preemption = Field(default=Preemption(), description="For teams without a cohort.")
     preemption_budget: int = Field(default=10, ge=0, le=10_000, description="Victims per cycle.")
     fair_share_half_life_s: float = Field(default=3600.0, gt=0, le=90 * 24 * 3600)
     starvation_after_s: float | None = Field(

@@ -1,0 +1,421 @@
+"""Preemption: which running jobs a pending job may stop so that it fits (DESIGN §5.5-5.6, Q3).
+
+:meth:`Preemptor.resolve` runs only for a job that fits outright on none of its gpu types, and
+tries, first success wins:
+
+1. **Wait.** For each gpu type in order: would the job fit once some unclaimed terminating jobs
+   end? Then it claims the smallest such set and preempts nothing new. So a preemptor whose
+   victims are still ending never picks more of them (no preemption storm).
+2. **Preempt.** For each gpu type in order, two attempts (the policy is that of the team's
+   cohort, :func:`policy_for`):
+
+   a. *within nominal* (only if the job alone fits in its team's nominal): it must fit within
+      nominal once the victims end. Candidates: lower-priority jobs of its own team
+      (``within_team``) and jobs of other cohort teams above their nominal (``reclaim``: any
+      priority, or lower priority only);
+   b. *borrowing*: it may borrow. Candidates: lower-priority jobs of its own team and, with
+      ``borrow_within_cohort``, lower-priority jobs (at most the threshold) of other cohort teams
+      above their nominal.
+
+   Unclaimed terminating jobs of the type are counted first in both (they cost nothing). A set
+   with more new victims than the cycle's budget has left is not taken.
+3. **Explain.** Otherwise each gpu type where every policy rule allowed would make it fit gets a
+   PREEMPTION reason naming the jobs and the rule (or the budget) that stops it.
+
+Victim choice (one comparator, as Kueue's ``preemption/common/ordering.go``): terminating jobs
+first, then jobs of teams above their nominal of the type ("borrowed"), then lowest priority, most
+recently started, id. Greedy: remove candidates in that order until the job fits (quota, and
+``nodes`` nodes of one usable pool with room), skipping a job of another team once that team is
+no longer above nominal; if all are removed and it still does not fit, nothing is preempted.
+Minimality: in reverse order, all but the last are put back one at a time and stay back when the
+job still fits without them.
+
+Invariants: every fit is checked on the workspace in a :class:`Simulation` that is undone before
+returning; victims are running on the gpu type tried, never terminating, never claimed by another
+preemptor, and within the team always of lower priority than the preemptor.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+from itertools import takewhile
+from operator import itemgetter
+
+from gpupool.core.quota import check_quota
+from gpupool.scheduler import reasons
+from gpupool.scheduler.assignment import Assignment, FitMode, best_pick, job_shape, usable_pools
+from gpupool.scheduler.capacity import Held, PoolRoom, Shape
+from gpupool.scheduler.snapshot import (
+    BorrowWithinCohort,
+    PendingJob,
+    PendingReason,
+    Policy,
+    PreemptionPolicy,
+    Reclaim,
+    RunningJob,
+    WithinTeam,
+)
+from gpupool.scheduler.victims import VictimIndex, victim_order
+from gpupool.scheduler.workspace import Simulation, Workspace
+
+# Every rule allowed: what the explanation (pass 3) searches with. Lower priority within the team
+# is not a policy choice: a job never preempts an equal or higher priority job of its own team.
+_PERMISSIVE = PreemptionPolicy(
+    WithinTeam.LOWER_PRIORITY, Reclaim.ANY, BorrowWithinCohort.LOWER_PRIORITY, None
+)
+
+# (team, victims' priority must be below, and at most) -- None means no bound.
+_Rule = tuple[str, int | None, int | None]
+# A greedy that took this many victims without a fit checks whether any set could make it fit.
+_BOUND_AFTER = 32
+_Key = tuple[int, int, float, str]
+
+
+def policy_for(policy: Policy, cohort: str | None) -> PreemptionPolicy:
+    if cohort is None:
+        return policy.default_preemption
+    return policy.preemption.get(cohort, policy.default_preemption)
+
+
+class Preemptor:
+    """Step 3's preemption pass for one cycle; see the module docstring."""
+
+    def __init__(self, ws: Workspace, policy: Policy) -> None:
+        self._ws = ws
+        self._policy = policy
+        self._index = VictimIndex(ws)
+
+    def resolve(
+        self, job: PendingJob, types: tuple[str, ...], no_fit: Assignment, budget_left: int | None
+    ) -> Assignment:
+        """PREEMPT with the victims and the terminating jobs to wait for, or NO_FIT explained."""
+        ws, shape = self._ws, job_shape(job)
+        pools = {f: usable_pools(job.team, shape, f, ws) for f in types}
+        for f in types:  # 1: wait for what is already ending
+            if self._index.ending(f):
+                chosen = self._search(job, shape, f, pools[f], [], within_nominal=False)
+                if chosen:
+                    return Assignment(FitMode.PREEMPT, gpu_type=f, ending=tuple(chosen))
+        if self._policy.preemption_budget == 0:
+            return no_fit  # preemption disabled
+        if budget_left == 0:
+            budget = self._policy.preemption_budget or 0
+            return Assignment(FitMode.NO_FIT, (*no_fit.reasons, reasons.budget_used_up(budget)))
+        strict = policy_for(self._policy, ws.team(job.team).cohort)
+        over_budget: dict[str, int] = {}
+        for f in types:  # 2: preempt
+            for within, rules in self._attempts(job, f, strict):
+                chosen = self._search(job, shape, f, pools[f], rules, within)
+                if chosen is None:
+                    continue
+                victims = tuple(c for c in chosen if not c.terminating)
+                if budget_left is None or len(victims) <= budget_left:
+                    ending = tuple(c for c in chosen if c.terminating)
+                    notes = tuple(self._note(job, f, v, within) for v in victims)
+                    return Assignment(
+                        FitMode.PREEMPT,
+                        gpu_type=f,
+                        victims=victims,
+                        ending=ending,
+                        notes=notes,
+                    )
+                over_budget.setdefault(f, len(victims))
+        explained = self._explain(job, types, pools, no_fit, over_budget, budget_left or 0)
+        return Assignment(FitMode.NO_FIT, explained)
+
+    def commit(self, job: PendingJob, plan: Assignment) -> list[Held]:
+        """Claim a PREEMPT plan: hold the free room the job needs besides its victims', and move
+        the quota to the future state (see :mod:`gpupool.scheduler.workspace`)."""
+        ws, shape, f = self._ws, job_shape(job), plan.gpu_type
+        claimed = [*plan.victims, *plan.ending]
+        with Simulation(ws) as sim:
+            for victim in claimed:
+                sim.remove(victim)
+            picks = [
+                pick for pool in usable_pools(job.team, shape, f, ws) if (pick := pool.pick(shape))
+            ]
+            assert picks  # the search saw it fit in exactly this state
+            pick = best_pick(job.id, picks)
+            wanted = [
+                (i, tuple(n.free_devices[: shape.gpus]), n.free_cpus, n.free_memory_gb)
+                for i in pick.nodes
+                for n in (pick.pool.nodes[i],)
+            ]
+        holds = []
+        for index, devices, cpus_then, memory_then in wanted:
+            node = pick.pool.nodes[index]
+            # What the victims free on this node counts towards the job; hold only the rest.
+            cpus = shape.cpus - (cpus_then - node.free_cpus)
+            memory = shape.memory_gb - (memory_then - node.free_memory_gb)
+            holds.append(pick.pool.hold(index, devices, cpus, memory))
+        ws.claim(job.team, f, job.total_gpus, claimed)
+        return holds
+
+    # --- the search ---------------------------------------------------------------------------
+
+    def _attempts(
+        self, job: PendingJob, f: str, policy: PreemptionPolicy
+    ) -> list[tuple[bool, list[_Rule]]]:
+        """(within nominal?, candidate rules) for attempts a and b; attempts without rules are
+        dropped (pass 1 already tried terminating jobs alone)."""
+        ws = self._ws
+        same: list[_Rule] = []
+        if policy.within_team is WithinTeam.LOWER_PRIORITY:
+            same.append((job.team, job.priority, None))
+        cohort = ws.team(job.team).cohort
+        others = (
+            []
+            if cohort is None
+            else [t for t in ws.cohort_members(cohort) if t != job.team and ws.borrowing(t, f)]
+        )
+        attempts: list[tuple[bool, list[_Rule]]] = []
+        if job.total_gpus <= ws.quota(job.team, f).nominal:
+            reclaim: list[_Rule] = []
+            if policy.reclaim is Reclaim.ANY:
+                reclaim = [(t, None, None) for t in others]
+            elif policy.reclaim is Reclaim.LOWER_PRIORITY:
+                reclaim = [(t, job.priority, None) for t in others]
+            attempts.append((True, same + reclaim))
+        borrow: list[_Rule] = []
+        if policy.borrow_within_cohort is BorrowWithinCohort.LOWER_PRIORITY:
+            cap = policy.borrow_max_priority_threshold
+            borrow = [(t, job.priority, cap) for t in others]
+        attempts.append((False, same + borrow))
+        return [(within, rules) for within, rules in attempts if rules]
+
+    def _candidates(self, f: str, rules: list[_Rule]) -> Iterator[RunningJob]:
+        """Unclaimed terminating jobs, then the rules' jobs merged in the documented order."""
+        claimed = self._ws.claimed
+        yield from (j for j in self._index.ending(f) if j.id not in claimed)
+        streams = [
+            self._stream(self._index.team_jobs(f, team), self._ws.borrowing(team, f), below, cap)
+            for team, below, cap in rules
+        ]
+        for _, job in heapq.merge(*streams, key=itemgetter(0)):
+            yield job
+
+    def _stream(
+        self, jobs: Iterable[RunningJob], borrowed: bool, below: int | None, cap: int | None
+    ) -> Iterator[tuple[_Key, RunningJob]]:
+        # Each team's list is sorted by priority, so the allowed jobs are a prefix of it.
+        def allowed(job: RunningJob) -> bool:
+            return (below is None or job.priority < below) and (cap is None or job.priority <= cap)
+
+        flag, claimed = (0 if borrowed else 1), self._ws.claimed
+        for job in takewhile(allowed, jobs):
+            if job.id not in claimed:
+                yield (flag, *victim_order(job)), job
+
+    def _search(
+        self,
+        job: PendingJob,
+        shape: Shape,
+        f: str,
+        pools: list[PoolRoom],
+        rules: list[_Rule],
+        within_nominal: bool,
+    ) -> list[RunningJob] | None:
+        """The greedy-then-minimal victim set of the module docstring, or None."""
+        if not pools:
+            return None
+        ws = self._ws
+        with Simulation(ws) as sim:
+            fit = _Fit(ws, job, shape, f, pools, within_nominal)
+            chosen: list[RunningJob] = []
+            for candidate in self._candidates(f, rules):
+                if (
+                    not candidate.terminating
+                    and candidate.team != job.team
+                    and not ws.borrowing(candidate.team, f)
+                ):
+                    continue  # its team no longer runs on borrowed quota
+                sim.remove(candidate)
+                chosen.append(candidate)
+                fit.grew(candidate.pool)
+                if fit.fits():
+                    break
+                if len(chosen) == _BOUND_AFTER and self._hopeless(job, shape, f, pools, rules, sim):
+                    return None
+            else:
+                return None
+            for i in range(len(chosen) - 2, -1, -1):
+                candidate = chosen[i]
+                sim.put_back(candidate.id)
+                fit.shrank(candidate.pool)
+                if fit.fits():
+                    del chosen[i]
+                else:
+                    sim.remove(candidate)
+                    fit.grew(candidate.pool)
+            return chosen
+
+    def _hopeless(
+        self,
+        job: PendingJob,
+        shape: Shape,
+        f: str,
+        pools: list[PoolRoom],
+        rules: list[_Rule],
+        sim: Simulation,
+    ) -> bool:
+        """True when even removing every remaining candidate could not make the job fit.
+
+        A necessary condition only, and cheap (one pass over the candidates, unordered, no
+        simulation): per node, the free devices now plus the remaining candidates' devices on
+        it; and the quota with every remaining candidate's GPUs gone. Candidates already
+        removed count through the simulated workspace.
+        """
+        ws = self._ws
+        extra: dict[tuple[str, str], int] = {}
+        freed: dict[str, int] = {}
+        for candidate in self._unordered(f, rules):
+            if sim.removed(candidate.id):
+                continue
+            freed[candidate.team] = freed.get(candidate.team, 0) + candidate.gpus
+            for p in candidate.placements:
+                key = (candidate.pool, p.node)
+                extra[key] = extra.get(key, 0) + len(p.devices)
+        if not any(
+            sum(
+                1
+                for node in pool.nodes
+                if len(node.free_devices) + extra.get((pool.name, node.view.name), 0) >= shape.gpus
+            )
+            >= shape.nodes
+            for pool in pools
+        ):
+            return True
+        for team, gpus in freed.items():
+            ws.change_usage(team, f, -gpus)
+        try:
+            used, quota = ws.used(job.team, f), ws.quota(job.team, f)
+            fits = check_quota(quota, used, job.total_gpus, ws.cohort_balance(job.team, f)).fits
+        finally:
+            for team, gpus in freed.items():
+                ws.change_usage(team, f, gpus)
+        return not fits
+
+    def _unordered(self, f: str, rules: list[_Rule]) -> Iterator[RunningJob]:
+        """The candidates of :meth:`_candidates`, in no particular order (for bounds only)."""
+        claimed, ws = self._ws.claimed, self._ws
+        yield from (j for j in ws.ending_by_type.get(f, []) if j.id not in claimed)
+        for team, below, cap in rules:
+            for job in ws.jobs_by_type.get(f, {}).get(team, []):
+                if (
+                    (below is None or job.priority < below)
+                    and (cap is None or job.priority <= cap)
+                    and job.id not in claimed
+                ):
+                    yield job
+
+    # --- explanations -------------------------------------------------------------------------
+
+    def _note(self, job: PendingJob, f: str, victim: RunningJob, within: bool) -> str:
+        team, cohort = job.team, self._ws.team(job.team).cohort
+        by = f"preempted by {job.id} (priority {job.priority}) of {team}"
+        if victim.team == team:
+            return f"{by}: a higher-priority job of the same team needs the {f} GPUs"
+        if within:
+            return (
+                f"{by}: {victim.team} runs above its nominal {f} quota, borrowed in cohort "
+                f"{cohort}, and {team} reclaims it for use within its own nominal quota"
+            )
+        return (
+            f"{by}: borrowing {f} GPUs within cohort {cohort} may preempt lower-priority "
+            "borrowing jobs"
+        )
+
+    def _explain(
+        self,
+        job: PendingJob,
+        types: tuple[str, ...],
+        pools: dict[str, list[PoolRoom]],
+        no_fit: Assignment,
+        over_budget: dict[str, int],
+        budget_left: int,
+    ) -> tuple[PendingReason, ...]:
+        found: dict[str, PendingReason] = {}
+        strict = policy_for(self._policy, self._ws.team(job.team).cohort)
+        for f in types:
+            if f in over_budget:
+                budget = self._policy.preemption_budget or 0
+                found[f] = reasons.over_budget(f, over_budget[f], budget, budget_left)
+                continue
+            if strict == _PERMISSIVE:
+                continue
+            for within, rules in self._attempts(job, f, _PERMISSIVE):
+                chosen = self._search(job, job_shape(job), f, pools[f], rules, within)
+                if chosen:
+                    victims = [c for c in chosen if not c.terminating]
+                    why = _forbidding_rule(job, strict, victims, within)
+                    found[f] = reasons.not_allowed(f, job.team, victims, why)
+                    break
+        return tuple(found.get(r.gpu_type, r) for r in no_fit.reasons)
+
+
+def _forbidding_rule(
+    job: PendingJob, policy: PreemptionPolicy, victims: list[RunningJob], within: bool
+) -> str:
+    """The first rule of ``policy`` that forbids preempting one of ``victims``, in words."""
+    team = job.team
+    for victim in victims:
+        if victim.team == team:
+            if policy.within_team is WithinTeam.NEVER:
+                return f"{team}'s policy does not allow preempting within the team"
+        elif within:
+            if policy.reclaim is Reclaim.NEVER:
+                return f"{team}'s policy does not allow reclaiming lent quota"
+            if policy.reclaim is Reclaim.LOWER_PRIORITY and victim.priority >= job.priority:
+                return f"{team}'s policy does not allow reclaiming from priority ≥ {job.priority}"
+        else:
+            if policy.borrow_within_cohort is BorrowWithinCohort.NEVER:
+                return (
+                    f"{team}'s policy does not allow preempting other teams' jobs to borrow "
+                    "within the cohort"
+                )
+            cap = policy.borrow_max_priority_threshold
+            if cap is not None and victim.priority > cap:
+                return f"{team}'s policy allows preempting borrowing jobs only up to priority {cap}"
+    return f"{team}'s preemption policy does not allow it"
+
+
+class _Fit:
+    """Does the job fit the simulated workspace? Quota first (cheap), then the pools with room.
+
+    ``grew``/``shrank`` re-check only the pool whose room changed: room only grows while victims
+    are removed and only shrinks while they are put back, so no other pool's answer can change.
+    """
+
+    def __init__(
+        self,
+        ws: Workspace,
+        job: PendingJob,
+        shape: Shape,
+        f: str,
+        pools: list[PoolRoom],
+        within_nominal: bool,
+    ) -> None:
+        self._ws, self._team, self._f, self._shape = ws, job.team, f, shape
+        self._need, self._within = job.total_gpus, within_nominal
+        self._pools = {pool.name: pool for pool in pools}
+        self._ok = {pool.name for pool in pools if pool.pick(shape) is not None}
+
+    def grew(self, pool: str) -> None:
+        room = self._pools.get(pool)
+        if room is not None and pool not in self._ok and room.pick(self._shape) is not None:
+            self._ok.add(pool)
+
+    def shrank(self, pool: str) -> None:
+        if pool in self._ok and self._pools[pool].pick(self._shape) is None:
+            self._ok.discard(pool)
+
+    def fits(self) -> bool:
+        return bool(self._ok) and self._quota_fits()
+
+    def _quota_fits(self) -> bool:
+        ws, team, f = self._ws, self._team, self._f
+        used, quota = ws.used(team, f), ws.quota(team, f)
+        if self._within:
+            return self._need == 0 or used + self._need <= quota.nominal
+        return check_quota(quota, used, self._need, ws.cohort_balance(team, f)).fits

@@ -1,0 +1,192 @@
+"""Starvation protection (Q8): reservations for jobs that waited too long, and backfill.
+
+A pending job is *starving* when ``policy.starvation_after_s`` is set and
+``now - submitted_at >= starvation_after_s``. Starving jobs go first (:mod:`queues`); one that
+still fits neither outright nor by preemption gets a :class:`Reservation`:
+
+* **Where.** Over its gpu types, the usable pools of those types on which its quota fits now,
+  the pool where ``nodes`` nodes will have room earliest. A node's time is when enough of the
+  jobs on it have ended: running jobs end by ``RunningJob.ends_by``, this cycle's admissions by
+  ``now + max_runtime_s``; an unknown end is never. Pools where it can never fit are skipped.
+  Ties: gpu type order, then pool name; nodes: earliest, then packing order.
+* **What.** On each chosen node, the free devices (lowest first, up to the job's GPUs per node)
+  and free cpus and memory up to its needs are *held*: taken out of the workspace, so no ordinary
+  decision of the cycle uses them. Room, not quota, is held.
+* **Backfill.** A job with ``max_runtime_s`` may use the held room of reservations due no earlier
+  than ``now + max_runtime_s``: it ends before the starving job could start. Other jobs that would
+  fit only in held room wait with a RESERVED reason naming the node, the job and the due time.
+* **Bounds.** At most one reservation per team per cycle (its first starving job, in queue order,
+  that needs one). Nothing is kept between cycles: reservations are recomputed from each
+  snapshot, so one lasts exactly as long as the job starves and does not fit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from gpupool.core.quota import check_quota
+from gpupool.scheduler import reasons
+from gpupool.scheduler.assignment import FitMode, assign, job_shape, usable_pools
+from gpupool.scheduler.capacity import Held, NodeRoom, PoolRoom, Shape
+from gpupool.scheduler.snapshot import Admission, PendingJob, PendingReason, Policy
+from gpupool.scheduler.workspace import Simulation, Workspace
+
+_EPSILON = 1e-9
+# (ends_by or None, gpus, cpus, memory_gb) of one job on one node.
+_End = tuple[float | None, int, float, float]
+
+
+@dataclass(slots=True)
+class Reservation:
+    job: PendingJob
+    gpu_type: str
+    pool: PoolRoom
+    nodes: tuple[int, ...]
+    due: float
+    holds: list[Held] = field(default_factory=list)
+
+    def node_names(self) -> list[str]:
+        return [self.pool.nodes[i].view.name for i in self.nodes]
+
+
+class Reservations:
+    """This cycle's reservations; see the module docstring."""
+
+    def __init__(self, ws: Workspace, policy: Policy) -> None:
+        self._ws = ws
+        self._after = policy.starvation_after_s
+        self.items: list[Reservation] = []
+        self._teams: set[str] = set()
+
+    def starving(self, job: PendingJob) -> bool:
+        return self._after is not None and self._ws.now - job.submitted_at >= self._after
+
+    def reserve(self, job: PendingJob, types: tuple[str, ...]) -> Reservation | None:
+        """Hold room for a starving job that does not fit now, at most one per team."""
+        if job.team in self._teams:
+            return None
+        ws, shape = self._ws, job_shape(job)
+        ends = self._ends()
+        best: tuple[float, int, str, PoolRoom, tuple[int, ...]] | None = None
+        for rank, f in enumerate(types):
+            quota, used = ws.quota(job.team, f), ws.used(job.team, f)
+            if not check_quota(quota, used, job.total_gpus, ws.cohort_balance(job.team, f)).fits:
+                continue  # held room would not help: the team's own quota stops it
+            for pool in usable_pools(job.team, shape, f, ws):
+                times = sorted(
+                    (_earliest(node, shape, ends.get((pool.name, node.view.name), []), ws.now), i)
+                    for i, node in enumerate(pool.nodes)
+                    if node.could_ever_hold(shape)
+                )[: shape.nodes]
+                if len(times) < shape.nodes or times[-1][0] == math.inf:
+                    continue
+                key = (times[-1][0], rank, pool.name)
+                if best is None or key < best[:3]:
+                    best = (*key, pool, tuple(sorted(i for _, i in times)))
+        if best is None:
+            return None
+        due, rank, _, pool, nodes = best
+        reservation = Reservation(job, types[rank], pool, nodes, due)
+        for index in nodes:
+            node = pool.nodes[index]
+            devices = tuple(node.free_devices[: shape.gpus])
+            reservation.holds.append(pool.hold(index, devices, shape.cpus, shape.memory_gb))
+        self.items.append(reservation)
+        self._teams.add(job.team)
+        ws.epoch += 1
+        return reservation
+
+    def backfill(self, job: PendingJob, types: tuple[str, ...]) -> Admission | None:
+        """Admit ``job`` into held room it ends before, when it fits nowhere else."""
+        if job.max_runtime_s is None:
+            return None
+        ends_by = self._ws.now + job.max_runtime_s
+        eligible = [r for r in self.items if r.due >= ends_by]
+        if not eligible:
+            return None
+        ws, shape = self._ws, job_shape(job)
+        with Simulation(ws) as sim:
+            for reservation in eligible:
+                for held in reservation.holds:
+                    sim.release(held)
+            outcome = assign(job, types, ws)
+        if outcome.mode is not FitMode.FIT or outcome.pick is None:
+            return None
+        pick = outcome.pick
+        touched = [
+            (reservation, held)
+            for reservation in eligible
+            for held in reservation.holds
+            if held.pool is pick.pool and held.index in pick.nodes
+        ]
+        for _, held in touched:
+            held.pool.release(held.index, held.devices, held.cpus, held.memory_gb)
+        placements = ws.apply(job.team, outcome.gpu_type, pick.pool, pick.nodes, shape, ends_by)
+        for reservation, held in touched:  # hold again whatever the backfill job left free
+            again = held.pool.hold(held.index, held.devices, held.cpus, held.memory_gb)
+            reservation.holds[reservation.holds.index(held)] = again
+        return Admission(job.id, outcome.gpu_type, pick.pool.name, placements, outcome.borrowed)
+
+    def explain(
+        self, job: PendingJob, types: tuple[str, ...], found: tuple[PendingReason, ...]
+    ) -> tuple[PendingReason, ...]:
+        """Replace the reason of the gpu type where only held room stops ``job`` by RESERVED."""
+        if not self.items:
+            return found
+        with Simulation(self._ws) as sim:
+            for reservation in self.items:
+                for held in reservation.holds:
+                    sim.release(held)
+            outcome = assign(job, types, self._ws)
+        pick = outcome.pick
+        if outcome.mode is not FitMode.FIT or pick is None:
+            return found
+        blocking = next(
+            (r for r in self.items if r.pool is pick.pool and set(r.nodes) & set(pick.nodes)),
+            None,
+        )
+        if blocking is None:
+            return found
+        node = next(pick.pool.nodes[i].view.name for i in pick.nodes if i in blocking.nodes)
+        why = reasons.reserved(
+            outcome.gpu_type, node, blocking.job.id, blocking.job.submitted_at, blocking.due
+        )
+        return tuple(why if r.gpu_type == outcome.gpu_type else r for r in found)
+
+    def _ends(self) -> dict[tuple[str, str], list[_End]]:
+        """Per (pool, node): when each job holding room there ends, and what it frees."""
+        ends: dict[tuple[str, str], list[_End]] = {}
+        for job in self._ws.running:
+            for p in job.placements:
+                ends.setdefault((job.pool, p.node), []).append(
+                    (job.ends_by, len(p.devices), job.cpus, job.memory_gb)
+                )
+        for pool, placements, cpus, memory, ends_by in self._ws.admitted:
+            for p in placements:
+                ends.setdefault((pool, p.node), []).append((ends_by, len(p.devices), cpus, memory))
+        return ends
+
+
+def _earliest(node: NodeRoom, shape: Shape, ends: list[_End], now: float) -> float:
+    """When ``node`` will have room for one member of ``shape``; ``inf`` if never known."""
+    devices, cpus, memory = len(node.free_devices), node.free_cpus, node.free_memory_gb
+
+    def room() -> bool:
+        return (
+            devices >= shape.gpus
+            and cpus + _EPSILON >= shape.cpus
+            and memory + _EPSILON >= shape.memory_gb
+        )
+
+    if room():
+        return now
+    for ends_by, gpus, job_cpus, job_memory in sorted(
+        ends, key=lambda e: math.inf if e[0] is None else e[0]
+    ):
+        if ends_by is None:
+            break
+        devices, cpus, memory = devices + gpus, cpus + job_cpus, memory + job_memory
+        if room():
+            return max(ends_by, now)
+    return math.inf
