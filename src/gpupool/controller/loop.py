@@ -33,6 +33,7 @@ from gpupool.backends.base import (
     RunState,
 )
 from gpupool.backends.errors import BackendError, BackendUnavailable
+from gpupool.controller.backoff import Backoff
 from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService, SubmitResult
 from gpupool.controller.fairshare import HORIZON_HALF_LIVES, UsageInterval, decayed_usage
@@ -44,7 +45,7 @@ from gpupool.controller.snapshot import (
     policy_for,
     running_job,
 )
-from gpupool.controller.transitions import apply_status, finish_job, requeue
+from gpupool.controller.transitions import apply_status, finish_job
 from gpupool.core.jobs import ACTIVE, JobStatus
 from gpupool.scheduler import Admission, CycleResult, Preemption, run_cycle
 from gpupool.spec.models import ClusterConfig
@@ -86,6 +87,7 @@ class Controller:
         self._dirty = True
         self._last_full = float("-inf")
         self._history: tuple[float, dict[str, float]] | None = None
+        self.backoff = Backoff()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -152,11 +154,16 @@ class Controller:
             by_pool[pool].append(handle)
             stored[handle.key] = status
         for pool, handles in sorted(by_pool.items()):
+            if self.backoff.blocked(pool, self._clock.monotonic()):
+                continue  # its jobs keep their last known status until it answers again
             try:
                 statuses = self._execution.poll(pool, handles)
             except BackendError as exc:
                 log.warning("cannot poll pool %s: %s", pool, exc)
+                if exc.retryable:
+                    self.backoff.failed(pool, self._clock.monotonic(), str(exc))
                 continue
+            self.backoff.succeeded(pool)
             # Only news is written: a first RUNNING, or an end.
             news = {
                 key: status
@@ -420,7 +427,10 @@ class Controller:
                 .tuples()
                 .all()
             )
+        now = self._clock.monotonic()
         for job, attempt in rows:
+            if self.backoff.blocked(attempt.pool, now):
+                continue
             with self._lock:
                 if attempt.id in self._inflight:
                     continue
@@ -447,6 +457,7 @@ class Controller:
             if attempt is None or job is None or attempt.status != JobStatus.ADMITTED.value:
                 return
             if isinstance(result, JobHandle):
+                self.backoff.succeeded(spec.pool)
                 attempt.handle = result.to_dict()
                 session.add(
                     EventRow(
@@ -457,16 +468,21 @@ class Controller:
                     )
                 )
                 return
+            if isinstance(result, BackendUnavailable):
+                # Keep the attempt admitted: it is submitted again, with the same key, when
+                # the pool's backoff has passed. Nothing is lost and nothing runs twice.
+                self.backoff.failed(spec.pool, self._clock.monotonic(), str(result))
+                message = f"backend unavailable, will retry: {result}"
+                if attempt.message != message:
+                    attempt.message = message
+                    session.add(
+                        EventRow(job_id=job.id, at=now, kind="dispatch_retry", message=message)
+                    )
+                return
             attempt.finished_at = now
             attempt.message = str(result)
-            if isinstance(result, BackendUnavailable):
-                attempt.status = JobStatus.LOST.value
-                requeue(session, job, now, f"backend unavailable: {result}")
-            else:
-                attempt.status = JobStatus.FAILED.value
-                finish_job(
-                    session, job, JobStatus.FAILED, now, None, f"rejected by backend: {result}"
-                )
+            attempt.status = JobStatus.FAILED.value
+            finish_job(session, job, JobStatus.FAILED, now, None, f"rejected by backend: {result}")
 
 
 def job_spec(job: JobRow, attempt: AttemptRow, config: ClusterConfig) -> JobSpec:

@@ -37,7 +37,7 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self.jobs = JobService(self.sessions, self.current_config, self.clock, self.controller.wake)
-        self.teams = TeamService(self.sessions, self.current_config)
+        self.teams = TeamService(self.sessions, self.current_config, self.controller.backoff.health)
 
     def current_config(self) -> ClusterConfig:
         return self.config

@@ -167,6 +167,8 @@ class PoolOut(BaseModel):
     gpus_total: int
     gpus_allocated: int
     dedicated_to: str | None
+    available: bool = True  # False while its backend is unreachable and being retried
+    message: str = ""
 
 
 class PoolList(BaseModel):

@@ -9,6 +9,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpupool.auth.principal import Action, Principal, authorize
+from gpupool.controller.backoff import PoolHealth
 from gpupool.core.errors import NotFound
 from gpupool.core.jobs import ACTIVE, JobStatus
 from gpupool.server.schemas import PoolList, PoolOut, TeamList, TeamOut, TeamQuotaOut
@@ -19,9 +20,15 @@ _ACTIVE = [s.value for s in ACTIVE]
 
 
 class TeamService:
-    def __init__(self, sessions: sessionmaker[Session], config: Callable[[], ClusterConfig]):
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        config: Callable[[], ClusterConfig],
+        health: Callable[[str], PoolHealth] = lambda _pool: PoolHealth(available=True),
+    ):
         self._sessions = sessions
         self._config = config
+        self._health = health
 
     def _usage(self) -> tuple[dict[str, Counter[str]], dict[str, Counter[str]], Counter[str]]:
         """GPUs in use and borrowed per team per gpu type; GPUs allocated per pool."""
@@ -111,6 +118,8 @@ class TeamService:
                     gpus_total=p.nodes * p.node.gpus,
                     gpus_allocated=per_pool[p.name],
                     dedicated_to=p.dedicated_to,
+                    available=(health := self._health(p.name)).available,
+                    message=health.message,
                 )
                 for p in config.pools
             ]

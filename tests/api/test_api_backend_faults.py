@@ -1,0 +1,105 @@
+"""X1/X3 under faults: an unreachable backend is retried with backoff; nothing is lost or
+run twice, and the API keeps serving meanwhile."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from gpupool.backends.base import Backend, BackendStatus, JobHandle, JobSpec, LogChunk
+from gpupool.backends.errors import BackendUnavailable
+from support.apikit import Api
+
+wrapped_pool = "demo-shared-dev-h100-pool"
+
+
+class Flaky:
+    """Wraps a real backend; while ``down`` every call fails as an unreachable system."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.capabilities = inner.capabilities
+        self.down = True
+        self.submits = 0
+
+    def _check(self) -> None:
+        if self.down:
+            raise BackendUnavailable("connection refused (test outage)")
+
+    def submit(self, spec: JobSpec) -> JobHandle:
+        self.submits += 1
+        self._check()
+        return self.inner.submit(spec)
+
+    def poll(self, handles: Sequence[JobHandle]) -> Mapping[str, BackendStatus]:
+        self._check()
+        return self.inner.poll(handles)
+
+    def logs(self, handle: JobHandle, offset: int = 0) -> LogChunk:
+        self._check()
+        return self.inner.logs(handle, offset)
+
+    def cancel(self, handle: JobHandle, grace_s: float) -> None:
+        self._check()
+        self.inner.cancel(handle, grace_s)
+
+
+@pytest.fixture
+def flaky(api: Api, monkeypatch: pytest.MonkeyPatch) -> Flaky:
+    registry = api.runtime.execution._registry
+    wrapped = Flaky(registry.get("demo-shared-dev-h100-pool"))
+    real_get = registry.get
+    monkeypatch.setattr(
+        registry, "get", lambda pool: wrapped if pool == wrapped_pool else real_get(pool)
+    )
+    return wrapped
+
+
+def test_outage_during_submission_is_retried_with_backoff(
+    api: Api, flaky: Flaky, open_dir: Path
+) -> None:
+    runs = open_dir / "runs"
+    job = api.submit(
+        "alice",
+        command=["sh", "-c", f'echo "$GPUPOOL_ATTEMPT" >> {runs}'],
+        resources={"gpus": 1, "gpu_types": ["h100"]},
+    )["id"]
+    api.tick_until(lambda: flaky.submits >= 1, what="a first submit")
+    for _ in range(10):  # a second of ticks: the 1 s backoff holds further submits
+        api.runtime.controller.tick()
+    assert flaky.submits <= 2
+    detail = api.job("alice", job)
+    assert detail["status"] == "admitted" and detail["attempt"] == 1  # kept, not churned
+    assert "will retry" in detail["attempts"][0]["message"]
+    pools = api.client.get("/v1/pools", headers=api.as_("alice")).json()["items"]
+    h100 = next(p for p in pools if p["name"] == wrapped_pool)
+    assert h100["available"] is False and "connection refused" in h100["message"]
+    assert api.client.get("/v1/jobs", headers=api.as_("alice")).status_code == 200
+
+    flaky.down = False
+    api.tick_until(lambda: api.status(job) == "succeeded", timeout=20, what="job runs")
+    assert runs.read_text().split() == ["1"]  # one attempt, run once
+    pools = api.client.get("/v1/pools", headers=api.as_("alice")).json()["items"]
+    assert next(p for p in pools if p["name"] == wrapped_pool)["available"] is True
+
+
+def test_outage_while_running_keeps_the_job(api: Api, flaky: Flaky, open_dir: Path) -> None:
+    flaky.down = False
+    release = open_dir / "release"
+    job = api.submit(
+        "alice",
+        command=["sh", "-c", f"while [ ! -f {release} ]; do sleep 0.05; done"],
+        resources={"gpus": 1, "gpu_types": ["h100"]},
+    )["id"]
+    api.tick_until(lambda: api.status(job) == "running", what="running")
+    flaky.down = True
+    release.touch()
+    for _ in range(10):
+        api.runtime.controller.tick()
+    assert api.status(job) == "running"  # unknown while unreachable: not lost, not requeued
+    flaky.down = False
+    api.tick_until(lambda: api.status(job) == "succeeded", timeout=20, what="seen to finish")
+    assert api.job("alice", job)["attempt"] == 1
