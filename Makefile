@@ -41,7 +41,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/api.py --json > bench/results/api.json
 	$(BIN)/python bench/scheduler.py --size S --json > bench/results/scheduler-S.json
 	$(BIN)/python bench/scheduler.py --size M --json > bench/results/scheduler-M.json
-	cat bench/results/api.json bench/results/scheduler-S.json bench/results/scheduler-M.json
+	$(BIN)/python bench/backends.py --jobs 40 --json > bench/results/backends.json
+	cat bench/results/*.json
 
 clean:
 	rm -rf $(VENV) .gpupool .pytest_cache .mypy_cache .ruff_cache
