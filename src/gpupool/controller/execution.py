@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from gpupool.backends.base import BackendStatus, JobHandle, JobSpec, LogChunk
 from gpupool.backends.errors import BackendError, BackendUnavailable
@@ -19,10 +20,11 @@ from gpupool.backends.registry import Registry
 log = logging.getLogger(__name__)
 
 SubmitResult = JobHandle | BackendError
+T = TypeVar("T")
 
 
 class ExecutionService:
-    def __init__(self, registry: Registry, workers: int = 4) -> None:
+    def __init__(self, registry: Registry, workers: int = 8) -> None:
         self._registry = registry
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpupool-exec")
 
@@ -42,8 +44,17 @@ class ExecutionService:
     def poll(self, pool: str, handles: Sequence[JobHandle]) -> Mapping[str, BackendStatus]:
         return self._registry.get(pool).poll(handles)
 
+    def poll_async(
+        self, pool: str, handles: Sequence[JobHandle]
+    ) -> Future[Mapping[str, BackendStatus]]:
+        """``poll`` on a worker thread; the future raises ``BackendError`` subclasses only."""
+        return self._pool.submit(_classified, self.poll, pool, handles)
+
     def cancel(self, handle: JobHandle, grace_s: float) -> None:
         self._registry.get(handle.pool).cancel(handle, grace_s)
+
+    def cancel_async(self, handle: JobHandle, grace_s: float) -> Future[None]:
+        return self._pool.submit(_classified, self.cancel, handle, grace_s)
 
     def logs(self, handle: JobHandle, offset: int) -> LogChunk:
         return self._registry.get(handle.pool).logs(handle, offset)
@@ -51,3 +62,15 @@ class ExecutionService:
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=False)
         self._registry.close()
+
+
+def _classified(call: Callable[..., T], *args: Any) -> T:
+    """Run ``call``; an adapter bug becomes ``BackendUnavailable`` (logged) so callers only
+    ever deal with the three classified errors."""
+    try:
+        return call(*args)
+    except BackendError:
+        raise
+    except Exception as exc:
+        log.exception("backend call %s crashed", getattr(call, "__name__", call))
+        raise BackendUnavailable(f"backend error: {type(exc).__name__}") from exc

@@ -2,10 +2,15 @@
 
 Each tick (on a timer, or at once when :meth:`Controller.wake` is called):
 
-1. sync      poll backends for every active attempt with a handle; apply transitions
-2. cancel    send cancellation for jobs whose cancel was requested
-3. schedule  build a snapshot, ``run_cycle``, persist admissions and reasons in one transaction
+1. sync      apply poll results that arrived; start polls of active attempts (``sync.py``)
+2. cancel    deliver cancellations of cancelled jobs and preemption victims (``sync.py``)
+3. schedule  build a snapshot, ``run_cycle``, persist admissions, preemptions and reasons
+             in one transaction (only when something changed, or every ``FULL_CYCLE_S``)
 4. dispatch  submit every admitted attempt without a handle that is not already in flight
+
+The loop itself never waits on a backend: every backend call runs on the execution
+service's threads and wakes the loop when it completes. A backend that is unreachable is
+backed off per pool (``backoff.py``).
 
 Crash safety (X3): an admission is persisted (attempt row, status ``admitted``) before it is
 submitted, and backends are idempotent on the attempt key, so after a crash step 4 simply
@@ -16,8 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -25,14 +29,11 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpupool.backends.base import (
-    FINAL_STATES,
-    BackendStatus,
     JobHandle,
     JobSpec,
     PosixIdentity,
-    RunState,
 )
-from gpupool.backends.errors import BackendError, BackendUnavailable
+from gpupool.backends.errors import BackendUnavailable
 from gpupool.controller.backoff import Backoff
 from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService, SubmitResult
@@ -45,7 +46,8 @@ from gpupool.controller.snapshot import (
     policy_for,
     running_job,
 )
-from gpupool.controller.transitions import apply_status, finish_job
+from gpupool.controller.sync import BackendSync
+from gpupool.controller.transitions import finish_job
 from gpupool.core.jobs import ACTIVE, JobStatus
 from gpupool.scheduler import Admission, CycleResult, Preemption, run_cycle
 from gpupool.spec.models import ClusterConfig
@@ -88,6 +90,9 @@ class Controller:
         self._last_full = float("-inf")
         self._history: tuple[float, dict[str, float]] | None = None
         self.backoff = Backoff()
+        self._sync = BackendSync(
+            sessions, execution, clock, self.backoff, lambda: self.wake(reschedule=False)
+        )
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -141,98 +146,15 @@ class Controller:
         return self.last
 
     def sync(self) -> None:
-        with self._sessions() as session:
-            rows = session.execute(
-                select(AttemptRow.pool, AttemptRow.handle, AttemptRow.status).where(
-                    AttemptRow.status.in_(_ACTIVE), AttemptRow.handle.is_not(None)
-                )
-            ).all()
-        by_pool: dict[str, list[JobHandle]] = defaultdict(list)
-        stored: dict[str, str] = {}
-        for pool, raw, status in rows:
-            handle = JobHandle.from_dict(raw)
-            by_pool[pool].append(handle)
-            stored[handle.key] = status
-        for pool, handles in sorted(by_pool.items()):
-            if self.backoff.blocked(pool, self._clock.monotonic()):
-                continue  # its jobs keep their last known status until it answers again
-            try:
-                statuses = self._execution.poll(pool, handles)
-            except BackendError as exc:
-                log.warning("cannot poll pool %s: %s", pool, exc)
-                if exc.retryable:
-                    self.backoff.failed(pool, self._clock.monotonic(), str(exc))
-                continue
-            self.backoff.succeeded(pool)
-            # Only news is written: a first RUNNING, or an end.
-            news = {
-                key: status
-                for key, status in statuses.items()
-                if status.state in FINAL_STATES
-                or (status.state is RunState.RUNNING and stored.get(key) == JobStatus.ADMITTED)
-            }
-            if news:
-                self._apply_statuses(news)
-            for handle in handles:
-                if handle.key in news and news[handle.key].state is RunState.LOST:
-                    self._reap(handle)
-            if any(status.state in FINAL_STATES for status in news.values()):
-                self._dirty = True  # capacity was freed or a job went back to the queue
-
-    def _reap(self, handle: JobHandle) -> None:
-        """A lost attempt may have left its job running (its supervisor died): stop it now,
-        so the GPUs the scheduler hands out again are really free."""
-        try:
-            self._execution.cancel(handle, 0.0)
-        except BackendError as exc:
-            log.warning("could not stop the remains of lost attempt %s: %s", handle.key, exc)
-
-    def _apply_statuses(self, statuses: Mapping[str, BackendStatus]) -> None:
-        now = self._clock.now()
-        with self._sessions.begin() as session:
-            for key, status in statuses.items():
-                job_id, _, number = key.rpartition(".")
-                found = self._current(session, job_id, int(number))
-                if found is not None:
-                    apply_status(session, found[0], found[1], status, now)
-
-    def _current(
-        self, session: Session, job_id: str, number: int
-    ) -> tuple[JobRow, AttemptRow] | None:
-        job = session.get(JobRow, job_id)
-        attempt = session.scalar(
-            select(AttemptRow).where(AttemptRow.job_id == job_id, AttemptRow.number == number)
-        )
-        if job is None or attempt is None or attempt.status not in _ACTIVE:
-            return None
-        return job, attempt
+        if self._sync.sync():
+            self._dirty = True  # capacity was freed or a job went back to the queue
 
     def send_cancels(self) -> None:
-        grace = self._config().scheduler.grace_period_s
-        with self._sessions() as session:
-            targets = session.execute(
-                select(AttemptRow.id, AttemptRow.handle)
-                .join(
-                    JobRow,
-                    and_(JobRow.id == AttemptRow.job_id, JobRow.attempt == AttemptRow.number),
-                )
-                .where(
-                    or_(JobRow.cancel_requested.is_(True), AttemptRow.preempted_by.is_not(None)),
-                    AttemptRow.status.in_(_ACTIVE),
-                    AttemptRow.handle.is_not(None),
-                    AttemptRow.cancel_sent.is_(False),
-                )
-            ).all()
-        for attempt_id, handle in targets:
-            try:
-                self._execution.cancel(JobHandle.from_dict(handle), grace)
-            except BackendError as exc:
-                log.warning("cancel of attempt %s failed, will retry: %s", attempt_id, exc)
-                continue
-            with self._sessions.begin() as session:
-                session.execute(
-                    update(AttemptRow).where(AttemptRow.id == attempt_id).values(cancel_sent=True)
-                )
+        self._sync.send_cancels(self._config().scheduler.grace_period_s)
+
+    def wait_backend_calls(self, timeout: float = 10.0) -> None:
+        """Let polls and cancels in flight finish (for tests that step the loop by hand)."""
+        self._sync.wait_idle(timeout)
 
     def schedule(self) -> TickStats:
         config = self._config()

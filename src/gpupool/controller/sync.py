@@ -1,0 +1,195 @@
+"""Backend sync: poll active attempts and deliver cancellations, never blocking the loop.
+
+Every backend call runs on the execution service's threads. A tick collects the results that
+have arrived since the last tick, applies them, and starts the calls that are due: at most one
+poll per pool and one cancel per attempt in flight at a time. A pool whose backend is
+unreachable is backed off (``Backoff``): its jobs keep their last known status until it
+answers again, and nothing is requeued or resubmitted because of the outage.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from typing import Any
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from gpupool.backends.base import FINAL_STATES, BackendStatus, JobHandle, RunState
+from gpupool.backends.errors import BackendError
+from gpupool.controller.backoff import Backoff
+from gpupool.controller.clock import Clock
+from gpupool.controller.execution import ExecutionService
+from gpupool.controller.transitions import apply_status
+from gpupool.core.jobs import ACTIVE, JobStatus
+from gpupool.state.models import AttemptRow, JobRow
+
+log = logging.getLogger(__name__)
+
+_ACTIVE = [s.value for s in ACTIVE]
+
+
+class BackendSync:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        execution: ExecutionService,
+        clock: Clock,
+        backoff: Backoff,
+        wake: Callable[[], None],
+    ) -> None:
+        self._sessions = sessions
+        self._execution = execution
+        self._clock = clock
+        self._backoff = backoff
+        self._wake = wake
+        # pool -> (poll in flight, stored attempt status per key when it started)
+        self._polls: dict[str, tuple[Future[Mapping[str, BackendStatus]], dict[str, str]]] = {}
+        self._cancels: dict[int, Future[None]] = {}  # attempt id -> cancel in flight
+
+    # -- polling ----------------------------------------------------------------------------
+
+    def sync(self) -> bool:
+        """Apply arrived poll results and start due polls; True if capacity was freed."""
+        freed = self._collect_polls()
+        with self._sessions() as session:
+            rows = session.execute(
+                select(AttemptRow.pool, AttemptRow.handle, AttemptRow.status).where(
+                    AttemptRow.status.in_(_ACTIVE), AttemptRow.handle.is_not(None)
+                )
+            ).all()
+        by_pool: dict[str, list[JobHandle]] = defaultdict(list)
+        stored: dict[str, dict[str, str]] = defaultdict(dict)
+        for pool, raw, status in rows:
+            handle = JobHandle.from_dict(raw)
+            by_pool[pool].append(handle)
+            stored[pool][handle.key] = status
+        now = self._clock.monotonic()
+        for pool, handles in sorted(by_pool.items()):
+            if pool in self._polls or self._backoff.blocked(pool, now):
+                continue
+            future = self._execution.poll_async(pool, handles)
+            self._polls[pool] = (future, stored[pool])
+            future.add_done_callback(lambda _: self._wake())
+        return freed
+
+    def _collect_polls(self) -> bool:
+        freed = False
+        for pool, (future, stored) in list(self._polls.items()):
+            if not future.done():
+                continue
+            del self._polls[pool]
+            try:
+                statuses = future.result()
+            except BackendError as exc:
+                log.warning("cannot poll pool %s: %s", pool, exc)
+                if exc.retryable:
+                    self._backoff.failed(pool, self._clock.monotonic(), str(exc))
+                continue
+            self._backoff.succeeded(pool)
+            # Only news is written: a first RUNNING, or an end.
+            news = {
+                key: status
+                for key, status in statuses.items()
+                if status.state in FINAL_STATES
+                or (status.state is RunState.RUNNING and stored.get(key) == JobStatus.ADMITTED)
+            }
+            if news:
+                self._apply(news)
+            for key, status in news.items():
+                if status.state is RunState.LOST:
+                    self._reap(pool, key)
+            freed = freed or any(s.state in FINAL_STATES for s in news.values())
+        return freed
+
+    def _apply(self, statuses: Mapping[str, BackendStatus]) -> None:
+        now = self._clock.now()
+        with self._sessions.begin() as session:
+            for key, status in statuses.items():
+                job_id, _, number = key.rpartition(".")
+                found = _current(session, job_id, int(number))
+                if found is not None:
+                    apply_status(session, found[0], found[1], status, now)
+
+    def _reap(self, pool: str, key: str) -> None:
+        """A lost attempt may have left its job running (its supervisor died): stop it, so
+        the GPUs the scheduler hands out again are really free. Best effort."""
+        job_id, _, number = key.rpartition(".")
+        with self._sessions() as session:
+            raw = session.scalar(
+                select(AttemptRow.handle).where(
+                    AttemptRow.job_id == job_id, AttemptRow.number == int(number)
+                )
+            )
+        if raw is not None:
+            future = self._execution.cancel_async(JobHandle.from_dict(raw), 0.0)
+            future.add_done_callback(lambda f: _log_failure(f, f"stopping lost attempt {key}"))
+
+    # -- cancelling ---------------------------------------------------------------------------
+
+    def send_cancels(self, grace_s: float) -> None:
+        """Signal attempts whose job was cancelled or that were chosen as victims."""
+        self._collect_cancels()
+        with self._sessions() as session:
+            targets = session.execute(
+                select(AttemptRow.id, AttemptRow.handle, AttemptRow.pool)
+                .join(
+                    JobRow,
+                    and_(JobRow.id == AttemptRow.job_id, JobRow.attempt == AttemptRow.number),
+                )
+                .where(
+                    or_(JobRow.cancel_requested.is_(True), AttemptRow.preempted_by.is_not(None)),
+                    AttemptRow.status.in_(_ACTIVE),
+                    AttemptRow.handle.is_not(None),
+                    AttemptRow.cancel_sent.is_(False),
+                )
+            ).all()
+        now = self._clock.monotonic()
+        for attempt_id, raw, pool in targets:
+            if attempt_id in self._cancels or self._backoff.blocked(pool, now):
+                continue
+            future = self._execution.cancel_async(JobHandle.from_dict(raw), grace_s)
+            self._cancels[attempt_id] = future
+            future.add_done_callback(lambda _: self._wake())
+
+    def _collect_cancels(self) -> None:
+        for attempt_id, future in list(self._cancels.items()):
+            if not future.done():
+                continue
+            del self._cancels[attempt_id]
+            if _log_failure(future, f"cancel of attempt {attempt_id} (will retry)"):
+                continue
+            with self._sessions.begin() as session:
+                session.execute(
+                    update(AttemptRow).where(AttemptRow.id == attempt_id).values(cancel_sent=True)
+                )
+
+    def wait_idle(self, timeout: float) -> None:
+        """Block until the calls in flight are done (tests and shutdown)."""
+        for future in [f for f, _ in self._polls.values()] + list(self._cancels.values()):
+            try:
+                future.exception(timeout=timeout)
+            except TimeoutError:
+                return
+
+
+def _current(session: Session, job_id: str, number: int) -> tuple[JobRow, AttemptRow] | None:
+    job = session.get(JobRow, job_id)
+    attempt = session.scalar(
+        select(AttemptRow).where(AttemptRow.job_id == job_id, AttemptRow.number == number)
+    )
+    if job is None or attempt is None or attempt.status not in _ACTIVE:
+        return None
+    return job, attempt
+
+
+def _log_failure(future: Future[Any], what: str) -> bool:
+    """Log a failed call; True when it failed."""
+    exc = future.exception()
+    if exc is None:
+        return False
+    log.warning("%s failed: %s", what, exc)
+    return True
