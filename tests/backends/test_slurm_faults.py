@@ -26,11 +26,11 @@ pools:
   - name: {pool}
     backend: slurm
     gpu_type: t4
-    nodes: 2
+    nodes: {nodes}
     node: {{gpus: 2, cpus: 4, memory_gb: 8}}
     options: {{partition: t4, job_name_prefix: "{prefix}", command_timeout_s: 5}}
 teams:
-  team-a: {{quota: {{t4: {{nominal: 4}}}}, members: {{alice: member}}}}
+  team-a: {{quota: {{t4: {{nominal: 8}}}}, members: {{alice: member}}}}
 users:
   alice: {{uid: 0, gid: 0}}
   admin: {{uid: 0, gid: 0, platform_admin: true}}
@@ -52,15 +52,21 @@ def stop_slurmctld() -> None:
 
 
 @pytest.fixture
-def api_on_slurm(slurm, tmp_path: Path) -> Iterator[Api]:  # type: ignore[no-untyped-def]
+def api_on_slurm(slurm, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Api]:  # type: ignore[no-untyped-def]
     config = tmp_path / "slurm.yaml"
     prefix = f"flt-{uuid.uuid4().hex[:6]}-"
-    config.write_text(CONFIG.format(pool=POOL, prefix=prefix))
+    nodes = getattr(request, "param", 2)
+    config.write_text(CONFIG.format(pool=POOL, prefix=prefix, nodes=nodes))
     built = make_api(tmp_path / "home", config)
     try:
         yield built
     finally:
         subprocess.run([str(UP)], capture_output=True, timeout=300)  # never leave it down
+        # A failed test may leave jobs waiting forever: cancel this test's jobs by name.
+        listed = subprocess.run(["squeue", "-h", "-o", "%i %j"], capture_output=True, text=True)
+        ours = [line.split()[0] for line in listed.stdout.splitlines() if prefix in line]
+        if ours:
+            subprocess.run(["scancel", *ours], capture_output=True)
         built.client.close()
         built.runtime.close()
 
@@ -99,3 +105,26 @@ def test_slurmctld_down_during_submission_and_while_running(
     )
     assert sorted(runs.read_text().split()) == sorted([f"{running}.1", f"{waiting}.1"])
     assert pool_available(api)
+
+
+@pytest.mark.parametrize("api_on_slurm", [3], indirect=True)
+def test_capacity_from_sinfo_limits_what_is_admitted(api_on_slurm: Api, open_dir: Path) -> None:
+    """The pool declares 3 nodes; sinfo shows 2 usable: the scheduler plans with 2."""
+    api = api_on_slurm
+    api.tick_until(lambda: POOL in api.runtime.controller.capacity, what="sinfo was read")
+    assert api.runtime.controller.capacity[POOL].nodes == 2
+    release = open_dir / "release"
+    wait = ["sh", "-c", f"while [ ! -f {release} ]; do sleep 0.1; done"]
+    jobs = [api.submit("alice", command=wait, resources={"gpus": 2})["id"] for _ in range(3)]
+    api.tick_until(
+        lambda: sorted(api.status(j) for j in jobs) == ["queued", "running", "running"],
+        timeout=90,
+        what="two whole nodes in use, the third job waiting",
+    )
+    queued = next(j for j in jobs if api.status(j) == "queued")
+    why = api.client.get(f"/v1/jobs/{queued}/why", headers=api.as_("alice")).json()
+    assert why["reasons"][0]["code"] == "capacity"
+    release.touch()
+    api.tick_until(
+        lambda: all(api.status(j) == "succeeded" for j in jobs), timeout=120, what="all done"
+    )

@@ -137,6 +137,20 @@ class AdapterContext:
     gpus_per_node: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class PoolCapacity:
+    """What a backend with ``Capability.CAPACITY`` reports for its pool: schedulable nodes
+    and the GPUs of the pool's type on each (the smallest, if they differ)."""
+
+    nodes: int
+    gpus_per_node: int
+
+
+@runtime_checkable
+class CapacityReporter(Protocol):
+    def pool_capacity(self) -> PoolCapacity: ...
+
+
 @runtime_checkable
 class Backend(Protocol):
     name: str

@@ -13,7 +13,15 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from gpupool.backends.base import BackendStatus, JobHandle, JobSpec, LogChunk
+from gpupool.backends.base import (
+    BackendStatus,
+    Capability,
+    CapacityReporter,
+    JobHandle,
+    JobSpec,
+    LogChunk,
+    PoolCapacity,
+)
 from gpupool.backends.errors import BackendError, BackendUnavailable
 from gpupool.backends.registry import Registry
 
@@ -49,6 +57,19 @@ class ExecutionService:
     ) -> Future[Mapping[str, BackendStatus]]:
         """``poll`` on a worker thread; the future raises ``BackendError`` subclasses only."""
         return self._pool.submit(_classified, self.poll, pool, handles)
+
+    def capacity_async(self, pool: str) -> Future[PoolCapacity | None]:
+        """The pool's capacity as its backend reports it; None when it cannot tell."""
+
+        def read() -> PoolCapacity | None:
+            backend = self._registry.get(pool)
+            if Capability.CAPACITY not in backend.capabilities:
+                return None
+            if not isinstance(backend, CapacityReporter):
+                return None
+            return backend.pool_capacity()
+
+        return self._pool.submit(_classified, read)
 
     def cancel(self, handle: JobHandle, grace_s: float) -> None:
         self._registry.get(handle.pool).cancel(handle, grace_s)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -31,9 +32,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from gpupool.backends.base import (
     JobHandle,
     JobSpec,
+    PoolCapacity,
     PosixIdentity,
 )
-from gpupool.backends.errors import BackendUnavailable
+from gpupool.backends.errors import BackendError, BackendUnavailable
 from gpupool.controller.backoff import Backoff
 from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService, SubmitResult
@@ -58,6 +60,7 @@ log = logging.getLogger(__name__)
 _ACTIVE = [s.value for s in ACTIVE]
 MIN_TICK_GAP_S = 0.05
 FULL_CYCLE_S = 10.0
+CAPACITY_REFRESH_S = 30.0
 
 
 @dataclass
@@ -90,6 +93,9 @@ class Controller:
         self._last_full = float("-inf")
         self._history: tuple[float, dict[str, float]] | None = None
         self.backoff = Backoff()
+        self._capacity: dict[str, PoolCapacity] = {}
+        self._capacity_calls: dict[str, Future[PoolCapacity | None]] = {}
+        self._capacity_at = float("-inf")
         self._sync = BackendSync(
             sessions, execution, clock, self.backoff, lambda: self.wake(reschedule=False)
         )
@@ -137,6 +143,7 @@ class Controller:
         every ``FULL_CYCLE_S`` (so ``why`` stays fresh): an idle queue costs nothing."""
         self.sync()
         self.send_cancels()
+        self.refresh_capacity()
         now = self._clock.monotonic()
         if self._dirty or now - self._last_full >= FULL_CYCLE_S:
             self._dirty = False  # before the cycle: a wake during it schedules again
@@ -151,6 +158,39 @@ class Controller:
 
     def send_cancels(self) -> None:
         self._sync.send_cancels(self._config().scheduler.grace_period_s)
+
+    @property
+    def capacity(self) -> dict[str, PoolCapacity]:
+        """What backends last reported of their pools' capacity (pools that report it)."""
+        return dict(self._capacity)
+
+    def refresh_capacity(self) -> None:
+        """Ask backends that report capacity (Slurm's sinfo, ...) what their pools really
+        have, every ``CAPACITY_REFRESH_S``; a change makes the scheduler look again."""
+        for pool, future in list(self._capacity_calls.items()):
+            if not future.done():
+                continue
+            del self._capacity_calls[pool]
+            try:
+                seen = future.result()
+            except BackendError as exc:
+                log.warning("cannot read the capacity of pool %s: %s", pool, exc)
+                continue
+            if seen is None:
+                self._capacity.pop(pool, None)
+            elif self._capacity.get(pool) != seen:
+                self._capacity[pool] = seen
+                self._dirty = True
+        now = self._clock.monotonic()
+        if now - self._capacity_at < CAPACITY_REFRESH_S:
+            return
+        self._capacity_at = now
+        for pool in self._config().pools:
+            if pool.name in self._capacity_calls or self.backoff.blocked(pool.name, now):
+                continue
+            future = self._execution.capacity_async(pool.name)
+            self._capacity_calls[pool.name] = future
+            future.add_done_callback(lambda _: self.wake(reschedule=False))
 
     def wait_backend_calls(self, timeout: float = 10.0) -> None:
         """Let polls and cancels in flight finish (for tests that step the loop by hand)."""
@@ -178,6 +218,7 @@ class Controller:
             pending,
             [running_job(row) for row in active],
             self._usage_history(config, now),
+            self._capacity,
         )
         started = self._clock.monotonic()
         result = run_cycle(snapshot, policy_for(config))

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Row
 
+from gpupool.backends.base import PoolCapacity
 from gpupool.scheduler import (
     NodeView,
     PendingJob,
@@ -30,7 +31,7 @@ from gpupool.scheduler.snapshot import (
     Reclaim,
     WithinTeam,
 )
-from gpupool.spec.models import ClusterConfig, Preemption
+from gpupool.spec.models import ClusterConfig, Pool, Preemption
 from gpupool.state.models import AttemptRow, JobRow
 
 # Columns the scheduler needs: loading these instead of whole rows keeps a cycle over
@@ -114,7 +115,12 @@ def build_snapshot(
     pending: Sequence[PendingJob],
     running: Sequence[RunningJob],
     usage_history: Mapping[str, float] | None = None,
+    capacity: Mapping[str, PoolCapacity] | None = None,
 ) -> Snapshot:
+    """``capacity``: what backends that report it say of their pools; a pool never gets
+    more nodes or GPUs per node than its configuration declares, but fewer when the backend
+    sees fewer (drained or down nodes are not planned with)."""
+    capacity = capacity or {}
     used_devices: dict[str, set[int]] = defaultdict(set)
     used_cpus: dict[str, float] = defaultdict(float)
     used_memory: dict[str, float] = defaultdict(float)
@@ -132,14 +138,14 @@ def build_snapshot(
             nodes=tuple(
                 NodeView(
                     name=(name := node_name(pool.name, i)),
-                    gpus=pool.node.gpus,
+                    gpus=_gpus(pool, capacity.get(pool.name)),
                     cpus=pool.node.cpus,
                     memory_gb=pool.node.memory_gb,
                     used_devices=frozenset(used_devices.get(name, ())),
                     used_cpus=used_cpus.get(name, 0.0),
                     used_memory_gb=used_memory.get(name, 0.0),
                 )
-                for i in range(pool.nodes)
+                for i in range(_nodes(pool, capacity.get(pool.name)))
             ),
         )
         for pool in config.pools
@@ -160,6 +166,14 @@ def build_snapshot(
     # A team removed from the configuration keeps its jobs, but they cannot be scheduled.
     known = tuple(job for job in pending if job.team in teams)
     return Snapshot(now=now, pools=pools, teams=teams, running=tuple(running), pending=known)
+
+
+def _nodes(pool: Pool, seen: PoolCapacity | None) -> int:
+    return pool.nodes if seen is None else min(pool.nodes, seen.nodes)
+
+
+def _gpus(pool: Pool, seen: PoolCapacity | None) -> int:
+    return pool.node.gpus if seen is None else min(pool.node.gpus, seen.gpus_per_node)
 
 
 def preemption_policy(spec: Preemption) -> PreemptionPolicy:

@@ -43,6 +43,7 @@ from gpupool.backends.base import (
     JobHandle,
     JobSpec,
     LogChunk,
+    PoolCapacity,
     PosixIdentity,
     RunState,
     contract_env,
@@ -296,6 +297,12 @@ class SlurmBackend:
         with map_slurm_errors("read capacity"):
             out = self._run([*argv, f"--Format={SINFO_FORMAT}"])
             return parse_sinfo_capacity(out, self.options.gres_type)
+
+    def pool_capacity(self) -> PoolCapacity:
+        """The usable nodes of the partition and the fewest GPUs of our type on one of them:
+        what the scheduler may plan with (a drained or down node does not count)."""
+        usable = [n for n in self.capacity().nodes if n.usable and n.gpus > 0]
+        return PoolCapacity(len(usable), min((n.gpus for n in usable), default=0))
 
     # -- helpers ------------------------------------------------------------------------------
 
