@@ -78,28 +78,27 @@ def assign(job: PendingJob, gpu_types: tuple[str, ...], ws: Workspace) -> Assign
     shape = job_shape(job)
     found: list[PendingReason] = []
     for gpu_type in gpu_types:
-        outcome = _assign_type(job, shape, gpu_type, ws)
+        outcome = assign_type(job, shape, gpu_type, ws)
         if outcome.mode is FitMode.FIT:
             return outcome
         found.extend(outcome.reasons)
     return Assignment(FitMode.NO_FIT, tuple(found))
 
 
-def usable_pools(team: str, shape: Shape, gpu_type: str, ws: Workspace) -> list[PoolRoom]:
+def usable_pools(team: str, shape: Shape, gpu_type: str, ws: Workspace) -> tuple[PoolRoom, ...]:
     """The pools of ``gpu_type`` the team may use that, empty, could hold ``shape``."""
-    return [
-        pool
-        for pool in ws.pools_by_type.get(gpu_type, [])
-        if pool.usable_by(team) and pool.could_ever_hold(shape)
-    ]
+    return ws.usable_pools(team, shape, gpu_type)
 
 
-def _assign_type(job: PendingJob, shape: Shape, gpu_type: str, ws: Workspace) -> Assignment:
-    all_pools = ws.pools_by_type.get(gpu_type, [])
-    pools = [pool for pool in all_pools if pool.usable_by(job.team)]
+def assign_type(job: PendingJob, shape: Shape, gpu_type: str, ws: Workspace) -> Assignment:
+    """One gpu type of :func:`assign`: FIT, or NO_FIT with the one reason of the first failed
+    check (its code says which check, hence what the answer depends on)."""
+    pools = ws.team_pools(job.team, gpu_type)
     if not pools:
-        return _no_fit(reasons.no_pool(gpu_type, job.team, exists=bool(all_pools)))
-    if not any(pool.could_ever_hold(shape) for pool in pools):
+        exists = ws.has_pools(gpu_type)
+        return _no_fit(reasons.no_pool(gpu_type, job.team, exists=exists))
+    holding = ws.usable_pools(job.team, shape, gpu_type)
+    if not holding:
         return _no_fit(reasons.too_large(gpu_type, shape))
     check = check_quota(
         ws.quota(job.team, gpu_type),
@@ -109,7 +108,8 @@ def _assign_type(job: PendingJob, shape: Shape, gpu_type: str, ws: Workspace) ->
     )
     if not check.fits:
         return _no_fit(reasons.quota(gpu_type, job.team, ws.team(job.team).cohort, check))
-    picks = [pick for pool in pools if (pick := pool.pick(shape)) is not None]
+    # A pool that could never hold the job has no pick: only ``holding`` needs asking.
+    picks = [pick for pool in holding if (pick := pool.pick(shape)) is not None]
     if not picks:
         max_free = max(pool.max_free_gpus() for pool in pools)
         return _no_fit(reasons.capacity(gpu_type, shape, len(pools), max_free))

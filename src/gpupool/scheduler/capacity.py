@@ -57,7 +57,14 @@ class NodeRoom:
 
     def __init__(self, view: NodeView) -> None:
         self.view = view
-        self.free_devices = [d for d in range(view.gpus) if d not in view.used_devices]
+        used, devices = view.used_devices, range(view.gpus)
+        # Empty and full nodes (most of them) skip the per-device test.
+        if not used:
+            self.free_devices = list(devices)
+        elif used.issuperset(devices):
+            self.free_devices = []
+        else:
+            self.free_devices = [d for d in devices if d not in used]
         self.free_cpus = view.cpus - view.used_cpus
         self.free_memory_gb = view.memory_gb - view.used_memory_gb
 
@@ -148,6 +155,27 @@ class PoolRoom:
             if self._by_free[k]:
                 return k
         return 0
+
+    def count_nodes_with(self, gpus: int, extra: dict[str, int]) -> int:
+        """How many nodes would have ``gpus`` free devices if each node named in ``extra`` had
+        that many more free (devices only: a cheap upper bound for what-if searches).
+
+        Reads the buckets for nodes already free enough and visits only the named nodes.
+        """
+        if gpus <= 0:
+            return len(self.nodes)
+        if len(self._index) != len(self.nodes):  # duplicate node names: count by name, slowly
+            return sum(
+                1
+                for node in self.nodes
+                if len(node.free_devices) + extra.get(node.view.name, 0) >= gpus
+            )
+        count = sum(len(bucket) for bucket in self._by_free[gpus:])
+        for name, more in extra.items():
+            index = self._index.get(name)
+            if index is not None and len(self.nodes[index].free_devices) < gpus:
+                count += len(self.nodes[index].free_devices) + more >= gpus
+        return count
 
     def pick(self, shape: Shape) -> NodePick | None:
         """The most allocated nodes that can hold ``shape`` (fewest free GPUs, then name)."""

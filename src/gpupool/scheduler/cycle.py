@@ -27,7 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpupool.scheduler import reasons
-from gpupool.scheduler.assignment import Assignment, FitMode, assign, job_shape, resolve_gpu_types
+from gpupool.scheduler.assignment import Assignment, FitMode, job_shape, resolve_gpu_types
+from gpupool.scheduler.memo import AssignMemo, FallbackKey, FallbackMemo, job_key
 from gpupool.scheduler.preemption import Preemptor
 from gpupool.scheduler.queues import (
     HeadKey,
@@ -49,11 +50,6 @@ from gpupool.scheduler.snapshot import (
     Snapshot,
 )
 from gpupool.scheduler.workspace import Workspace
-
-_MemoKey = tuple[str, int, int, float, float, tuple[str, ...]]
-# The fallback also depends on priority (who may be preempted), the budget left and, while
-# reservations exist, the runtime (which held room it may backfill).
-_FallbackKey = tuple[_MemoKey, int, int | None, float | None]
 
 
 @dataclass(slots=True)
@@ -90,8 +86,8 @@ class _Cycle:
         self.preemptor = Preemptor(ws, policy)
         self.types_of = _GpuTypes(ws, policy)
         self.decisions = Decisions()
-        self.failures: dict[_MemoKey, tuple[int, Assignment]] = {}
-        self.fallbacks: dict[_FallbackKey, tuple[int, Assignment]] = {}
+        self.assigner = AssignMemo(ws)
+        self.fallbacks = FallbackMemo(ws)
 
     def budget_left(self) -> int | None:
         budget = self.policy.preemption_budget
@@ -123,18 +119,27 @@ def admit_heads(
 
 def decide(job: PendingJob, cycle: _Cycle) -> bool:
     """Decide one head; True when the decision changed other teams' usage (a claim)."""
-    ws, decisions = cycle.ws, cycle.decisions
+    ws, decisions, reservations = cycle.ws, cycle.decisions, cycle.reservations
     types = cycle.types_of(job)
-    outcome = _assign_remembering(job, types, ws, cycle.failures)
+    key = job_key(job, types)
+    runtime = job.max_runtime_s if reservations.items else None
+    fallback_key = (key, job.priority, cycle.budget_left(), runtime)
+    starving = reservations.starving(job)
+    if not starving:  # the common repeat: an identical job already waits at this epoch
+        known = cycle.fallbacks.current(fallback_key)
+        if known is not None:
+            decisions.pending[job.id] = known.reasons
+            return False
+    outcome = cycle.assigner.assign(job, types, key)
     if outcome.mode is FitMode.FIT:
         decisions.admissions.append(_apply(job, outcome, ws))
         return False
-    if cycle.reservations.items:
-        admission = cycle.reservations.backfill(job, types)
+    if reservations.items:
+        admission = reservations.backfill(job, types)
         if admission is not None:
             decisions.admissions.append(admission)
             return False
-    fallback = _fallback_remembering(job, types, outcome, cycle)
+    fallback = _fallback(job, types, fallback_key, outcome, cycle)
     if fallback.mode is FitMode.PREEMPT:
         cycle.preemptor.commit(job, fallback)
         for victim, note in zip(fallback.victims, fallback.notes, strict=True):
@@ -144,8 +149,8 @@ def decide(job: PendingJob, cycle: _Cycle) -> bool:
         )
         return True
     found = fallback.reasons
-    if cycle.reservations.starving(job):
-        held = cycle.reservations.reserve(job, types)
+    if starving:
+        held = reservations.reserve(job, types)
         if held is not None:
             found = (
                 *found,
@@ -156,22 +161,35 @@ def decide(job: PendingJob, cycle: _Cycle) -> bool:
 
 
 def _head_key(cycle: _Cycle) -> Callable[[PendingJob], HeadKey]:
-    """The head order of :mod:`gpupool.scheduler.queues`, read from the workspace now."""
+    """The head order of :mod:`gpupool.scheduler.queues`, read from the workspace now.
+
+    What a key reads of the team (its share, history and, per need and gpu types, whether the
+    job fits within nominal) depends only on the team's own usage, so it is remembered per team
+    until ``Workspace.usage_versions`` says that usage changed.
+    """
     ws, types_of = cycle.ws, cycle.types_of
     tolerance = cycle.policy.fair_share_tolerance
     starving = cycle.reservations.starving
+    versions = ws.usage_versions
+    teams: dict[str, tuple[int, float, float, dict[tuple[int, tuple[str, ...]], bool]]] = {}
 
     def key(job: PendingJob) -> HeadKey:
-        need = job.total_gpus
-        within = any(ws.within_nominal(job.team, t, need) for t in types_of(job))
-        team = ws.team(job.team)
-        return head_order(
-            within,
-            share_key(ws.share(job.team), tolerance),
-            job,
-            starving=starving(job),
-            history=history_key(team.usage_history, team.weight),
-        )
+        name = job.team
+        version = versions.get(name, 0)
+        known = teams.get(name)
+        if known is None or known[0] != version:
+            team = ws.team(name)
+            share = share_key(ws.share(name), tolerance)
+            history = history_key(team.usage_history, team.weight)
+            known = teams[name] = (version, share, history, {})
+        need = job.gpus * job.nodes
+        within_by = known[3]
+        within = within_by.get((need, job.gpu_types))
+        if within is None:
+            within = within_by[(need, job.gpu_types)] = any(
+                ws.within_nominal(name, t, need) for t in types_of(job)
+            )
+        return head_order(within, known[1], job, starving=starving(job), history=known[2])
 
     return key
 
@@ -180,7 +198,7 @@ class _GpuTypes:
     """The gpu types to try for a job (:func:`resolve_gpu_types`), remembered per request."""
 
     def __init__(self, ws: Workspace, policy: Policy) -> None:
-        self._present = sorted(ws.pools_by_type)
+        self._present = ws.gpu_types
         self._order = policy.gpu_type_order
         self._known: dict[tuple[str, ...], tuple[str, ...]] = {}
 
@@ -193,49 +211,25 @@ class _GpuTypes:
         return types
 
 
-def _memo_key(job: PendingJob, types: tuple[str, ...]) -> _MemoKey:
-    return (job.team, job.gpus, job.nodes, job.cpus, job.memory_gb, types)
-
-
-def _assign_remembering(
+def _fallback(
     job: PendingJob,
     types: tuple[str, ...],
-    ws: Workspace,
-    failures: dict[_MemoKey, tuple[int, Assignment]],
+    key: FallbackKey,
+    no_fit: Assignment,
+    cycle: _Cycle,
 ) -> Assignment:
-    """:func:`assign`, reusing the failure of an identical job of the same team.
-
-    The answer depends only on the team, the job's shape and types, and the workspace, which
-    changes only when the epoch moves; so a failure at the current epoch is still the answer.
-    This makes a cycle in which nothing fits cost one dictionary lookup per repeated job.
-    """
-    key = _memo_key(job, types)
-    known = failures.get(key)
-    if known is not None and known[0] == ws.epoch:
-        return known[1]
-    outcome = assign(job, types, ws)
+    """Preemption, then the RESERVED explanation, for a job with no outright fit; NO_FIT
+    answers are reused for identical jobs while nothing they read changed
+    (:class:`~gpupool.scheduler.memo.FallbackMemo`), so preemption searches stay one per
+    distinct job and relevant change of the workspace."""
+    known = cycle.fallbacks.lookup(key, job.team, types)
+    if known is not None:
+        return known
+    outcome = cycle.preemptor.resolve(job, types, no_fit, key[2])
     if outcome.mode is FitMode.NO_FIT:
-        failures[key] = (ws.epoch, outcome)
-    return outcome
-
-
-def _fallback_remembering(
-    job: PendingJob, types: tuple[str, ...], no_fit: Assignment, cycle: _Cycle
-) -> Assignment:
-    """Preemption, then the RESERVED explanation, for a job with no outright fit; a NO_FIT
-    answer is reused for an identical job at the same epoch (see :func:`_assign_remembering`),
-    so preemption searches stay one per distinct job and change of the workspace."""
-    ws, reservations = cycle.ws, cycle.reservations
-    budget_left = cycle.budget_left()
-    runtime = job.max_runtime_s if reservations.items else None
-    key = (_memo_key(job, types), job.priority, budget_left, runtime)
-    known = cycle.fallbacks.get(key)
-    if known is not None and known[0] == ws.epoch:
-        return known[1]
-    outcome = cycle.preemptor.resolve(job, types, no_fit, budget_left)
-    if outcome.mode is FitMode.NO_FIT:
-        outcome = Assignment(FitMode.NO_FIT, reservations.explain(job, types, outcome.reasons))
-        cycle.fallbacks[key] = (ws.epoch, outcome)
+        found = cycle.reservations.explain(job, types, outcome.reasons)
+        outcome = Assignment(FitMode.NO_FIT, found)
+        cycle.fallbacks.store(key, job.team, types, outcome)
     return outcome
 
 

@@ -38,8 +38,8 @@ preemptor, and within the team always of lower priority than the preemptor.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
-from itertools import takewhile
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, takewhile
 from operator import itemgetter
 
 from gpupool.core.quota import check_quota
@@ -91,10 +91,16 @@ class Preemptor:
     ) -> Assignment:
         """PREEMPT with the victims and the terminating jobs to wait for, or NO_FIT explained."""
         ws, shape = self._ws, job_shape(job)
-        pools = {f: usable_pools(job.team, shape, f, ws) for f in types}
+        if not any(self._index.may_have_candidates(job.team, f) for f in types):
+            # Every search would end without a fit, so passes 1-3 reduce to the budget check.
+            if self._policy.preemption_budget == 0 or budget_left != 0:
+                return no_fit
+            budget = self._policy.preemption_budget or 0
+            return Assignment(FitMode.NO_FIT, (*no_fit.reasons, reasons.budget_used_up(budget)))
         for f in types:  # 1: wait for what is already ending
             if self._index.ending(f):
-                chosen = self._search(job, shape, f, pools[f], [], within_nominal=False)
+                usable = usable_pools(job.team, shape, f, ws)
+                chosen = self._search(job, shape, f, usable, [], within_nominal=False)
                 if chosen:
                     return Assignment(FitMode.PREEMPT, gpu_type=f, ending=tuple(chosen))
         if self._policy.preemption_budget == 0:
@@ -102,6 +108,7 @@ class Preemptor:
         if budget_left == 0:
             budget = self._policy.preemption_budget or 0
             return Assignment(FitMode.NO_FIT, (*no_fit.reasons, reasons.budget_used_up(budget)))
+        pools = {f: usable_pools(job.team, shape, f, ws) for f in types}
         strict = policy_for(self._policy, ws.team(job.team).cohort)
         over_budget: dict[str, int] = {}
         for f in types:  # 2: preempt
@@ -212,18 +219,22 @@ class Preemptor:
         job: PendingJob,
         shape: Shape,
         f: str,
-        pools: list[PoolRoom],
+        pools: Sequence[PoolRoom],
         rules: list[_Rule],
         within_nominal: bool,
     ) -> list[RunningJob] | None:
         """The greedy-then-minimal victim set of the module docstring, or None."""
         if not pools:
             return None
+        candidates = self._candidates(f, rules)
+        first = next(candidates, None)
+        if first is None:
+            return None  # nothing to remove: the loop below would end without a fit
         ws = self._ws
         with Simulation(ws) as sim:
             fit = _Fit(ws, job, shape, f, pools, within_nominal)
             chosen: list[RunningJob] = []
-            for candidate in self._candidates(f, rules):
+            for candidate in chain((first,), candidates):
                 if (
                     not candidate.terminating
                     and candidate.team != job.team
@@ -255,7 +266,7 @@ class Preemptor:
         job: PendingJob,
         shape: Shape,
         f: str,
-        pools: list[PoolRoom],
+        pools: Sequence[PoolRoom],
         rules: list[_Rule],
         sim: Simulation,
     ) -> bool:
@@ -267,22 +278,17 @@ class Preemptor:
         removed count through the simulated workspace.
         """
         ws = self._ws
-        extra: dict[tuple[str, str], int] = {}
+        extra: dict[str, dict[str, int]] = {}  # pool -> node -> devices the candidates hold
         freed: dict[str, int] = {}
         for candidate in self._unordered(f, rules):
             if sim.removed(candidate.id):
                 continue
             freed[candidate.team] = freed.get(candidate.team, 0) + candidate.gpus
+            on_pool = extra.setdefault(candidate.pool, {})
             for p in candidate.placements:
-                key = (candidate.pool, p.node)
-                extra[key] = extra.get(key, 0) + len(p.devices)
+                on_pool[p.node] = on_pool.get(p.node, 0) + len(p.devices)
         if not any(
-            sum(
-                1
-                for node in pool.nodes
-                if len(node.free_devices) + extra.get((pool.name, node.view.name), 0) >= shape.gpus
-            )
-            >= shape.nodes
+            pool.count_nodes_with(shape.gpus, extra.get(pool.name, {})) >= shape.nodes
             for pool in pools
         ):
             return True
@@ -330,7 +336,7 @@ class Preemptor:
         self,
         job: PendingJob,
         types: tuple[str, ...],
-        pools: dict[str, list[PoolRoom]],
+        pools: dict[str, tuple[PoolRoom, ...]],
         no_fit: Assignment,
         over_budget: dict[str, int],
         budget_left: int,
@@ -393,7 +399,7 @@ class _Fit:
         job: PendingJob,
         shape: Shape,
         f: str,
-        pools: list[PoolRoom],
+        pools: Sequence[PoolRoom],
         within_nominal: bool,
     ) -> None:
         self._ws, self._team, self._f, self._shape = ws, job.team, f, shape

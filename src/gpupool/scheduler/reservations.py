@@ -94,7 +94,7 @@ class Reservations:
             reservation.holds.append(pool.hold(index, devices, shape.cpus, shape.memory_gb))
         self.items.append(reservation)
         self._teams.add(job.team)
-        ws.epoch += 1
+        ws.moved_everything()
         return reservation
 
     def backfill(self, job: PendingJob, types: tuple[str, ...]) -> Admission | None:

@@ -86,10 +86,12 @@ class RunningJob:
     terminating: bool = False
     # When it will have ended at the latest (started + max_runtime_s); None = unknown.
     ends_by: float | None = None
+    # Derived: the devices of all placements. Stored once at construction because every cycle
+    # reads it for each running job (usage, what-ifs); never passed in.
+    gpus: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def gpus(self) -> int:
-        return sum(len(p.devices) for p in self.placements)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gpus", sum(len(p.devices) for p in self.placements))
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,22 @@ class VictimIndex:
         self._ws = ws
         self._teams: dict[tuple[str, str], _Ordered] = {}
         self._ending: dict[str, list[RunningJob]] = {}
+        self._possible: dict[tuple[bool, str, str], bool] = {}
+
+    def may_have_candidates(self, team: str, gpu_type: str) -> bool:
+        """False when no search for a job of ``team`` on ``gpu_type`` can find any candidate:
+        nothing of the type is ending and neither the team nor any member of its cohort runs a
+        job of it. Fixed for the cycle: running jobs are never added, claims only remove."""
+        cohort = self._ws.team(team).cohort
+        key = (False, team, gpu_type) if cohort is None else (True, cohort, gpu_type)
+        possible = self._possible.get(key)
+        if possible is None:
+            by_team = self._ws.jobs_by_type.get(gpu_type, {})
+            members = [team] if cohort is None else self._ws.cohort_members(cohort)
+            possible = self._possible[key] = bool(self._ws.ending_by_type.get(gpu_type)) or any(
+                by_team.get(member) for member in members
+            )
+        return possible
 
     def team_jobs(self, gpu_type: str, team: str) -> Iterable[RunningJob]:
         ordered = self._teams.get((gpu_type, team))

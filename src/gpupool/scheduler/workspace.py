@@ -18,11 +18,18 @@ Invariants:
   preemptor counts on (DESIGN §5.6).
 * ``claimed`` holds the ids of running jobs some preemptor of this cycle waits for; they are
   never chosen again.
-* ``epoch`` counts changes of room or quota (admissions, claims, reservations). Nothing a
+* ``epoch`` counts every change of room or quota (admissions, claims, reservations). Nothing a
   decision reads changes while ``epoch`` does not, so a decision computed at one epoch may be
   reused for an identical job at the same epoch. What-if changes (:class:`Simulation`) are
   undone before anything reads the epoch again.
-* Pools are listed per gpu type in name order; iteration never depends on input order.
+* Finer epochs say *what* changed, so a remembered decision survives changes it does not read
+  (see :meth:`Workspace.type_stamp`): ``room_epoch(f)`` moves whenever room of gpu type ``f``
+  changes, ``quota_epoch(team, f)`` whenever the usage of ``team`` or of any member of its
+  cohort changes on ``f``, and ``rare_epoch`` on every claim and reservation (they change room,
+  usage, the claimed set and the held room at once, and are few per cycle). Every change that
+  moves ``epoch`` moves the finer epochs of everything it changed.
+* Pools are listed per gpu type in name order; iteration never depends on input order. A
+  type's rooms are copied from the snapshot at its first use (:meth:`Workspace.pools_of`).
 """
 
 from __future__ import annotations
@@ -31,7 +38,14 @@ from types import TracebackType
 
 from gpupool.core.quota import CohortBalance, Quota, dominant_share
 from gpupool.scheduler.capacity import Held, PoolRoom, Shape
-from gpupool.scheduler.snapshot import Placement, QuotaView, RunningJob, Snapshot, TeamView
+from gpupool.scheduler.snapshot import (
+    Placement,
+    PoolView,
+    QuotaView,
+    RunningJob,
+    Snapshot,
+    TeamView,
+)
 
 _NO_COHORT = CohortBalance()
 
@@ -48,14 +62,23 @@ class Workspace:
         self.running = snapshot.running
         self.teams = dict(snapshot.teams)
         self._quotas: dict[tuple[str, str], Quota] = {}
-        self.pools_by_type: dict[str, list[PoolRoom]] = {}
-        for pool in sorted(snapshot.pools, key=lambda p: p.name):
-            self.pools_by_type.setdefault(pool.gpu_type, []).append(PoolRoom(pool))
-        self.pool_by_name = {p.name: p for pools in self.pools_by_type.values() for p in pools}
+        # Pool views per gpu type in name order; their rooms are built at first use of the type
+        # (a cycle that decides one job on one type never copies the other types' nodes).
+        self._pool_views: dict[str, list[PoolView]] = {}
+        self._pool_at: dict[str, tuple[str, int]] = {}  # name -> (gpu type, position)
+        for view in sorted(snapshot.pools, key=lambda p: p.name):
+            same_type = self._pool_views.setdefault(view.gpu_type, [])
+            self._pool_at[view.name] = (view.gpu_type, len(same_type))
+            same_type.append(view)
+        self._pools: dict[str, list[PoolRoom]] = {}
+        self.gpu_types = sorted(self._pool_views)
         self.capacity = {
-            gpu_type: sum(p.total_gpus for p in pools)
-            for gpu_type, pools in self.pools_by_type.items()
+            gpu_type: sum(node.gpus for view in views for node in view.nodes)
+            for gpu_type, views in self._pool_views.items()
         }
+        # Which pools a team may use never changes within a cycle: remembered per request.
+        self._team_pools: dict[tuple[str, str], tuple[PoolRoom, ...]] = {}
+        self._usable: dict[tuple[str, Shape, str], tuple[PoolRoom, ...]] = {}
         self.usage: dict[str, dict[str, int]] = {}
         # Running jobs per gpu type: per team (preemption candidates) and the terminating ones.
         self.jobs_by_type: dict[str, dict[str, list[RunningJob]]] = {}
@@ -81,7 +104,15 @@ class Workspace:
                     self.quota(name, gpu_type), used.get(gpu_type, 0)
                 )
         self.epoch = 0
+        self.rare_epoch = 0
+        self._room_epochs: dict[str, int] = {}
+        # Keyed by (cohort, gpu type) for teams in a cohort, else by (team, gpu type).
+        self._cohort_epochs: dict[tuple[str, str], int] = {}
+        self._team_epochs: dict[tuple[str, str], int] = {}
         self._shares: dict[str, float] = {}  # dropped for a team whenever its usage changes
+        # Moves whenever the team's usage changes (what-ifs included): caches keyed on a team's
+        # own usage compare it to know they are current.
+        self.usage_versions: dict[str, int] = {}
         self.claimed: set[str] = set()
         self._members: dict[str, list[str]] = {}
         # This cycle's admissions as (pool, placements, cpus, memory_gb, ends_by), for reservations.
@@ -93,6 +124,40 @@ class Workspace:
         if view is None:
             view = self.teams[name] = TeamView(name)
         return view
+
+    def pools_of(self, gpu_type: str) -> list[PoolRoom]:
+        """The pools of ``gpu_type`` in name order (empty when the type has none)."""
+        pools = self._pools.get(gpu_type)
+        if pools is None:
+            views = self._pool_views.get(gpu_type, [])
+            pools = self._pools[gpu_type] = [PoolRoom(view) for view in views]
+        return pools
+
+    def pool_named(self, name: str) -> PoolRoom | None:
+        at = self._pool_at.get(name)
+        return None if at is None else self.pools_of(at[0])[at[1]]
+
+    def has_pools(self, gpu_type: str) -> bool:
+        return gpu_type in self._pool_views
+
+    def team_pools(self, team: str, gpu_type: str) -> tuple[PoolRoom, ...]:
+        """The pools of ``gpu_type`` the team may use (not dedicated to another team)."""
+        pools = self._team_pools.get((team, gpu_type))
+        if pools is None:
+            pools = self._team_pools[(team, gpu_type)] = tuple(
+                pool for pool in self.pools_of(gpu_type) if pool.usable_by(team)
+            )
+        return pools
+
+    def usable_pools(self, team: str, shape: Shape, gpu_type: str) -> tuple[PoolRoom, ...]:
+        """The pools of ``gpu_type`` the team may use that, empty, could hold ``shape``."""
+        key = (team, shape, gpu_type)
+        pools = self._usable.get(key)
+        if pools is None:
+            pools = self._usable[key] = tuple(
+                pool for pool in self.team_pools(team, gpu_type) if pool.could_ever_hold(shape)
+            )
+        return pools
 
     def quota(self, team: str, gpu_type: str) -> Quota:
         quota = self._quotas.get((team, gpu_type))
@@ -125,6 +190,44 @@ class Workspace:
             )
         return members
 
+    def room_epoch(self, gpu_type: str) -> int:
+        return self._room_epochs.get(gpu_type, 0)
+
+    def quota_epoch(self, team: str, gpu_type: str) -> int:
+        """Moves whenever anything :func:`~gpupool.core.quota.check_quota` or a preemption
+        search reads about ``team``'s quota of ``gpu_type`` may have changed: the usage of the
+        team or, in a cohort, of any member (the balance, and who borrows)."""
+        cohort = self.team(team).cohort
+        if cohort is None:
+            return self._team_epochs.get((team, gpu_type), 0)
+        return self._cohort_epochs.get((cohort, gpu_type), 0)
+
+    def type_stamp(self, team: str, gpu_type: str) -> tuple[int, int, int]:
+        """Equal stamps mean that nothing a decision for ``team`` on ``gpu_type`` reads (room of
+        the type, the team's and its cohort's usage of it, claims, reservations) has changed."""
+        return (
+            self.rare_epoch,
+            self._room_epochs.get(gpu_type, 0),
+            self.quota_epoch(team, gpu_type),
+        )
+
+    def _moved(self, team: str, gpu_type: str) -> None:
+        """Room of ``gpu_type`` and ``team``'s usage of it changed: move the epochs that say so."""
+        self.epoch += 1
+        self._room_epochs[gpu_type] = self._room_epochs.get(gpu_type, 0) + 1
+        cohort = self.team(team).cohort
+        epochs, key = (
+            (self._team_epochs, (team, gpu_type))
+            if cohort is None
+            else (self._cohort_epochs, (cohort, gpu_type))
+        )
+        epochs[key] = epochs.get(key, 0) + 1
+
+    def moved_everything(self) -> None:
+        """A claim or a reservation: invalidates every remembered decision (they are rare)."""
+        self.epoch += 1
+        self.rare_epoch += 1
+
     def within_nominal(self, team: str, gpu_type: str, need: int) -> bool:
         return need == 0 or self.used(team, gpu_type) + need <= self.quota(team, gpu_type).nominal
 
@@ -146,6 +249,7 @@ class Workspace:
         before = self.used(team, gpu_type)
         self.usage.setdefault(team, {})[gpu_type] = before + delta
         self._shares.pop(team, None)
+        self.usage_versions[team] = self.usage_versions.get(team, 0) + 1
         cohort = self.team(team).cohort
         if cohort is not None:
             key = (cohort, gpu_type)
@@ -165,7 +269,7 @@ class Workspace:
         placements = pool.take(nodes, shape)
         self.change_usage(team, gpu_type, shape.gpus * shape.nodes)
         self.admitted.append((pool.name, placements, shape.cpus, shape.memory_gb, ends_by))
-        self.epoch += 1
+        self._moved(team, gpu_type)
         return placements
 
     def claim(self, team: str, gpu_type: str, need: int, victims: list[RunningJob]) -> None:
@@ -178,7 +282,7 @@ class Workspace:
             self.claimed.add(victim.id)
             self.change_usage(victim.team, victim.gpu_type, -victim.gpus)
         self.change_usage(team, gpu_type, need)
-        self.epoch += 1
+        self.moved_everything()
 
 
 class Simulation:
@@ -186,7 +290,7 @@ class Simulation:
     read the workspace, and have everything restored on exit, in reverse order.
 
     Invariant: on exit room, usage, cohort balances and each touched pool's remembered failures
-    are exactly what they were on entry; ``epoch`` never moves.
+    are exactly what they were on entry; no epoch ever moves.
     """
 
     def __init__(self, ws: Workspace) -> None:
@@ -210,14 +314,16 @@ class Simulation:
             held.pool.occupy(held)
         self._released.clear()
         for name, failed in self._failures.items():
-            self._ws.pool_by_name[name].restore_failures(failed)
+            pool = self._ws.pool_named(name)
+            assert pool is not None  # saved from this very pool
+            pool.restore_failures(failed)
 
     def remove(self, job: RunningJob) -> None:
         """As if ``job`` had ended: its usage and the room on its placements' nodes are free."""
         ws = self._ws
         ws.change_usage(job.team, job.gpu_type, -job.gpus)
         freed: list[Held] = []
-        pool = ws.pool_by_name.get(job.pool)
+        pool = ws.pool_named(job.pool)
         if pool is not None:
             self._save_failures(pool)
             for placement in job.placements:

@@ -59,3 +59,26 @@ def test_pick_matches_brute_force(spec: list[tuple[int, int, int]], requests: li
             free[placement.node] = free[placement.node][shape.gpus :]
             cpus[placement.node] -= shape.cpus
     assert room.max_free_gpus() == max((len(f) for f in free.values()), default=0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    spec=st.lists(
+        st.tuples(st.integers(0, 8), st.integers(0, 8), st.integers(0, 4)), min_size=1, max_size=6
+    ),
+    gpus=st.integers(0, 9),
+    duplicate=st.booleans(),
+)
+def test_count_nodes_with_matches_brute_force(
+    spec: list[tuple[int, int, int]], gpus: int, duplicate: bool
+) -> None:
+    """The bucket count plus the named nodes equals counting every node (duplicate names too)."""
+    views = [
+        NodeView(f"n{0 if duplicate and i < 2 else i}", g, 8.0, 64.0, frozenset(range(min(u, g))))
+        for i, (g, u, _) in enumerate(spec)
+    ]
+    room = PoolRoom(PoolView("p", "h100", "local", tuple(views)))
+    extra = {f"n{i}": more for i, (_, _, more) in enumerate(spec) if more}
+    extra["missing"] = 3
+    want = sum(1 for v in views if v.gpus - len(v.used_devices) + extra.get(v.name, 0) >= gpus)
+    assert room.count_nodes_with(gpus, extra) == want
