@@ -125,7 +125,10 @@ def decide(job: PendingJob, cycle: _Cycle) -> bool:
     runtime = job.max_runtime_s if reservations.items else None
     fallback_key = (key, job.priority, cycle.budget_left(), runtime)
     starving = reservations.starving(job)
-    if not starving:  # the common repeat: an identical job already waits at this epoch
+    # The common repeat: an identical job already waits at this epoch. A starving job takes it
+    # too when it could hold no room anyway (its team holds a reservation, or an identical
+    # request found none at this epoch): its decision is then the same reasons.
+    if not starving or not reservations.may_reserve(job, types):
         known = cycle.fallbacks.current(fallback_key)
         if known is not None:
             decisions.pending[job.id] = known.reasons

@@ -18,6 +18,10 @@ still fits neither outright nor by preemption gets a :class:`Reservation`:
 * **Bounds.** At most one reservation per team per cycle (its first starving job, in queue order,
   that needs one). Nothing is kept between cycles: reservations are recomputed from each
   snapshot, so one lasts exactly as long as the job starves and does not fit.
+* **Cost.** The running jobs' ends are collected once per cycle (admissions are appended); the
+  what-if release of held room for backfill and RESERVED is skipped when no held node would
+  gain room for the job; a starving job that could hold nothing (its team holds a reservation,
+  or an identical request found no pool at this epoch) is decided like a non-starving one.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from gpupool.scheduler.snapshot import Admission, PendingJob, PendingReason, Pol
 from gpupool.scheduler.workspace import Simulation, Workspace
 
 _EPSILON = 1e-9
+_SLACK = 1e-6  # wider than any rounding of summed holds: an upper bound stays an upper bound
 # (ends_by or None, gpus, cpus, memory_gb) of one job on one node.
 _End = tuple[float | None, int, float, float]
 
@@ -58,9 +63,30 @@ class Reservations:
         self._after = policy.starvation_after_s
         self.items: list[Reservation] = []
         self._teams: set[str] = set()
+        # ``_ends`` per (pool, node), built once from the running jobs and extended with each
+        # admission of the cycle as it appears (``_admitted_seen`` of ``ws.admitted`` so far).
+        self._ends_by_node: dict[tuple[str, str], list[_End]] | None = None
+        self._admitted_seen = 0
+        # Answers of :func:`_releasing_could_help` per (due bound, shape), valid while neither
+        # the workspace's epoch nor the holds (``_holds_version``) move.
+        self._holds_version = 0
+        self._could_help: dict[tuple[float | None, Shape], bool] = {}
+        self._could_help_at: tuple[int, int] = (-1, -1)
+        # (team, shape, gpu types) whose :meth:`reserve` found no pool, and at which
+        # (epoch, holds version): an identical job then finds none either.
+        self._futile: dict[tuple[str, Shape, tuple[str, ...]], tuple[int, int]] = {}
 
     def starving(self, job: PendingJob) -> bool:
         return self._after is not None and self._ws.now - job.submitted_at >= self._after
+
+    def may_reserve(self, job: PendingJob, types: tuple[str, ...]) -> bool:
+        """False when :meth:`reserve` would surely return ``None`` for ``job`` now: its team
+        holds a reservation already, or an identical request found no pool in this very state
+        (everything :meth:`reserve` reads moves the workspace's epoch or the holds version)."""
+        if job.team in self._teams:
+            return False
+        at = self._futile.get((job.team, job_shape(job), types))
+        return at != (self._ws.epoch, self._holds_version)
 
     def reserve(self, job: PendingJob, types: tuple[str, ...]) -> Reservation | None:
         """Hold room for a starving job that does not fit now, at most one per team."""
@@ -85,6 +111,7 @@ class Reservations:
                 if best is None or key < best[:3]:
                     best = (*key, pool, tuple(sorted(i for _, i in times)))
         if best is None:
+            self._futile[(job.team, shape, types)] = (ws.epoch, self._holds_version)
             return None
         due, rank, _, pool, nodes = best
         reservation = Reservation(job, types[rank], pool, nodes, due)
@@ -94,11 +121,15 @@ class Reservations:
             reservation.holds.append(pool.hold(index, devices, shape.cpus, shape.memory_gb))
         self.items.append(reservation)
         self._teams.add(job.team)
+        self._holds_version += 1
         ws.moved_everything()
         return reservation
 
     def backfill(self, job: PendingJob, types: tuple[str, ...]) -> Admission | None:
-        """Admit ``job`` into held room it ends before, when it fits nowhere else."""
+        """Admit ``job`` into held room it ends before, when it fits nowhere else.
+
+        Only for a job that fits nowhere now (the cycle asks after a NO_FIT).
+        """
         if job.max_runtime_s is None:
             return None
         ends_by = self._ws.now + job.max_runtime_s
@@ -106,6 +137,8 @@ class Reservations:
         if not eligible:
             return None
         ws, shape = self._ws, job_shape(job)
+        if not self._releasing_could_help(eligible, ends_by, shape):
+            return None  # no node gains room for the job: it still fits nowhere
         with Simulation(ws) as sim:
             for reservation in eligible:
                 for held in reservation.holds:
@@ -126,13 +159,17 @@ class Reservations:
         for reservation, held in touched:  # hold again whatever the backfill job left free
             again = held.pool.hold(held.index, held.devices, held.cpus, held.memory_gb)
             reservation.holds[reservation.holds.index(held)] = again
+        self._holds_version += 1
         return Admission(job.id, outcome.gpu_type, pick.pool.name, placements, outcome.borrowed)
 
     def explain(
         self, job: PendingJob, types: tuple[str, ...], found: tuple[PendingReason, ...]
     ) -> tuple[PendingReason, ...]:
-        """Replace the reason of the gpu type where only held room stops ``job`` by RESERVED."""
-        if not self.items:
+        """Replace the reason of the gpu type where only held room stops ``job`` by RESERVED.
+
+        Only for a job that fits nowhere now (the cycle asks after a NO_FIT).
+        """
+        if not self.items or not self._releasing_could_help(self.items, None, job_shape(job)):
             return found
         with Simulation(self._ws) as sim:
             for reservation in self.items:
@@ -154,18 +191,78 @@ class Reservations:
         )
         return tuple(why if r.gpu_type == outcome.gpu_type else r for r in found)
 
+    def _releasing_could_help(
+        self, items: list[Reservation], due_from: float | None, shape: Shape
+    ) -> bool:
+        """:func:`_releasing_could_help` for ``items`` (the reservations due no earlier than
+        ``due_from``, or all when it is ``None``), remembered while nothing it reads changes:
+        node room moves only with the workspace's epoch, holds only with ``_holds_version``."""
+        at = (self._ws.epoch, self._holds_version)
+        if at != self._could_help_at:
+            self._could_help.clear()
+            self._could_help_at = at
+        key = (due_from, shape)
+        known = self._could_help.get(key)
+        if known is None:
+            known = self._could_help[key] = _releasing_could_help(items, shape)
+        return known
+
     def _ends(self) -> dict[tuple[str, str], list[_End]]:
-        """Per (pool, node): when each job holding room there ends, and what it frees."""
-        ends: dict[tuple[str, str], list[_End]] = {}
-        for job in self._ws.running:
-            for p in job.placements:
-                ends.setdefault((job.pool, p.node), []).append(
-                    (job.ends_by, len(p.devices), job.cpus, job.memory_gb)
-                )
-        for pool, placements, cpus, memory, ends_by in self._ws.admitted:
+        """Per (pool, node): when each job holding room there ends, and what it frees.
+
+        The running jobs never change within a cycle and admissions are only appended, so the
+        map is built once and extended; each list keeps the running jobs first, then this
+        cycle's admissions in order (what :func:`_earliest` sorts stably).
+        """
+        ends = self._ends_by_node
+        if ends is None:
+            ends = self._ends_by_node = {}
+            for job in self._ws.running:
+                for p in job.placements:
+                    ends.setdefault((job.pool, p.node), []).append(
+                        (job.ends_by, len(p.devices), job.cpus, job.memory_gb)
+                    )
+        admitted = self._ws.admitted
+        for pool, placements, cpus, memory, ends_by in admitted[self._admitted_seen :]:
             for p in placements:
                 ends.setdefault((pool, p.node), []).append((ends_by, len(p.devices), cpus, memory))
+        self._admitted_seen = len(admitted)
         return ends
+
+
+def _releasing_could_help(items: list[Reservation], shape: Shape) -> bool:
+    """False only when giving up every hold of ``items`` would give no node room for one member
+    of ``shape`` that it lacks now. Giving up holds only adds room on the held nodes, and
+    quota does not depend on holds, so then a job that fits nowhere now would fit nowhere after
+    (:meth:`PoolRoom.pick` succeeds exactly when enough nodes have room) and the what-if can be
+    skipped. An upper bound of each node's room after the release is used (every held device
+    and amount counted, with a generous tolerance), so True is always safe to answer.
+    """
+    gained: dict[tuple[str, int], tuple[NodeRoom, int, float, float]] = {}
+    for reservation in items:
+        for held in reservation.holds:
+            node = held.pool.nodes[held.index]
+            key = (held.pool.name, held.index)
+            known = gained.get(key)
+            if known is None:
+                gained[key] = (node, len(held.devices), held.cpus, held.memory_gb)
+            else:
+                gained[key] = (
+                    node,
+                    known[1] + len(held.devices),
+                    known[2] + held.cpus,
+                    known[3] + held.memory_gb,
+                )
+    for node, devices, cpus, memory in gained.values():
+        if node.has_room(shape):
+            continue  # room only grows: whether this node can hold a member does not change
+        if (
+            len(node.free_devices) + devices >= shape.gpus
+            and node.free_cpus + cpus + _SLACK >= shape.cpus
+            and node.free_memory_gb + memory + _SLACK >= shape.memory_gb
+        ):
+            return True
+    return False
 
 
 def _earliest(node: NodeRoom, shape: Shape, ends: list[_End], now: float) -> float:
