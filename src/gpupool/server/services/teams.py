@@ -69,19 +69,29 @@ class TeamService:
     def list(self, principal: Principal) -> TeamList:
         config = self._config()
         names = principal.readable_teams(sorted(config.teams))
-        return TeamList(items=[self._team(config, n, with_members=False) for n in names])
+        usage, counts = self._usage(), self._counts()  # once for the page, not per team
+        return TeamList(
+            items=[self._team(config, n, usage, counts, with_members=False) for n in names]
+        )
 
     def get(self, principal: Principal, name: str) -> TeamOut:
         config = self._config()
         if name not in config.teams:
             raise NotFound(f"no team named {name!r}")
         authorize(principal, Action.READ, name)
-        return self._team(config, name, with_members=True)
+        return self._team(config, name, self._usage(), self._counts(), with_members=True)
 
-    def _team(self, config: ClusterConfig, name: str, *, with_members: bool) -> TeamOut:
+    def _team(
+        self,
+        config: ClusterConfig,
+        name: str,
+        usage: tuple[dict[str, Counter[str]], dict[str, Counter[str]], Counter[str]],
+        counts: dict[tuple[str, str], int],
+        *,
+        with_members: bool,
+    ) -> TeamOut:
         team = config.teams[name]
-        used, borrowed, _ = self._usage()
-        counts = self._counts()
+        used, borrowed, _ = usage
         gpu_types = sorted(set(team.quota) | set(used[name]))
         quota = {
             t: TeamQuotaOut(
