@@ -140,6 +140,31 @@ class TokenRow(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
+class AuditRow(Base):
+    """One mutating request or operator action (T4): who, what, on what, when, how it ended.
+
+    Rows are only ever inserted. ``team`` is the team the target belongs to when known, so
+    team admins can read their team's entries; ``outcome`` is ``ok`` or the error code.
+    """
+
+    __tablename__ = "audit"
+    __table_args__ = (
+        Index("ix_audit_at", "at"),
+        Index("ix_audit_team_at", "team", "at"),
+        Index("ix_audit_actor_at", "actor", "at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    actor: Mapped[str] = mapped_column(String(200))
+    token_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    action: Mapped[str] = mapped_column(String(100))
+    target: Mapped[str] = mapped_column(String(500), default="")
+    team: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    outcome: Mapped[str] = mapped_column(String(40))
+    status: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
 class ConfigRevisionRow(Base):
     __tablename__ = "config_revisions"
 
