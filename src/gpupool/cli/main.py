@@ -1,7 +1,7 @@
 """The ``gpupool`` entry point: the Typer app, its global options and command registration.
 
-User commands (submit, jobs, job, logs, cancel, why, teams, pools, whoami) talk to the server
-through ``gpupool.client`` only; operator commands (server, token, config) come from
+User commands (submit, jobs, job, logs, cancel, why, teams, pools, whoami, audit) talk to the
+server through ``gpupool.client`` only; operator commands (server, token, config) come from
 ``gpupool.cli.operator``. Exit codes are documented in ``gpupool.cli.exit_codes``:
 
     0 ok · 1 unexpected error · 2 usage error · 3 not found · 4 unauthenticated/forbidden
@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from gpupool.cli import cluster, jobs, logs, operator, teams
+from gpupool.cli import audit, cluster, jobs, logs, operator, teams
 from gpupool.cli.context import Options
 from gpupool.cli.exit_codes import HELP as EXIT_CODES_HELP
 from gpupool.client.settings import DEFAULT_URL, ENV_TOKEN, ENV_URL
@@ -46,6 +46,7 @@ jobs.register(app)
 logs.register(app)
 teams.register(app)
 cluster.register(app)
+audit.register(app)
 operator.register(app)
 
 

@@ -64,6 +64,7 @@ def token_create(
     home: HomeOption = None,
 ) -> None:
     """Print a new API token for USER."""
+    from gpupool.auth.audit import OK, AuditEntry, operator_actor, record
     from gpupool.auth.tokens import create_token
     from gpupool.config import load_settings
     from gpupool.controller.clock import SystemClock
@@ -81,7 +82,12 @@ def token_create(
     engine = make_engine(settings.database_url)
     ttl = timedelta(days=ttl_days) if ttl_days else None
     with session_factory(engine).begin() as session:
-        issued = create_token(session, user, SystemClock().now(), ttl=ttl, description=description)
+        now = SystemClock().now()
+        issued = create_token(session, user, now, ttl=ttl, description=description)
+        record(
+            session,
+            AuditEntry(now, operator_actor(), "token.create", OK, issued.id, f"user {user}"),
+        )
     engine.dispose()
     typer.echo(issued.secret)
 
@@ -92,6 +98,7 @@ def token_revoke(
     home: HomeOption = None,
 ) -> None:
     """Revoke a token at once."""
+    from gpupool.auth.audit import OK, AuditEntry, operator_actor, record
     from gpupool.auth.tokens import revoke_token
     from gpupool.config import load_settings
     from gpupool.controller.clock import SystemClock
@@ -102,7 +109,9 @@ def token_revoke(
     upgrade(engine)
     try:
         with session_factory(engine).begin() as session:
-            revoke_token(session, token_id, SystemClock().now())
+            now = SystemClock().now()
+            revoke_token(session, token_id, now)
+            record(session, AuditEntry(now, operator_actor(), "token.revoke", OK, token_id))
     except NotFound as exc:
         raise _fail(exc.message, 3) from None
     finally:

@@ -148,6 +148,27 @@ class WhoAmI(ReadModel):
     teams: dict[str, str] = Field(default_factory=dict)
 
 
+class AuditEntry(ReadModel):
+    """One recorded mutation: ``outcome`` is ``ok`` or the error code it was answered with."""
+
+    id: int
+    at: datetime | None = None
+    actor: str = ""
+    token_id: str | None = None
+    action: str = ""
+    target: str = ""
+    team: str | None = None
+    outcome: str = ""
+    status: int | None = None
+
+
+class AuditPage(ReadModel):
+    """One page of ``GET /v1/audit``, newest first; pass ``next_cursor`` back for the next."""
+
+    items: list[AuditEntry] = Field(default_factory=list)
+    next_cursor: str | None = None
+
+
 def dump(model: BaseModel) -> dict[str, Any]:
     """JSON-ready dict of a read model (datetimes as ISO strings)."""
     return model.model_dump(mode="json")

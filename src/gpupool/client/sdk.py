@@ -13,13 +13,23 @@ escape. Tests (and anyone embedding the SDK) pass ``transport=`` — e.g. ``http
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any, Self
 
 import httpx
 
 from gpupool.client import wire
 from gpupool.client.errors import display_url, map_transport_errors, raise_for_response
-from gpupool.client.models import Job, Page, Pool, Team, WhoAmI, WhyReport
+from gpupool.client.models import (
+    AuditEntry,
+    AuditPage,
+    Job,
+    Page,
+    Pool,
+    Team,
+    WhoAmI,
+    WhyReport,
+)
 from gpupool.client.settings import resolve
 
 
@@ -180,6 +190,44 @@ class Client:
         """``GET /healthz`` (needs no token); raises ``ConnectionFailed`` if nobody answers."""
         body: dict[str, Any] = self._request("GET", "/healthz")
         return body
+
+    # -- audit ---------------------------------------------------------------------------
+
+    def audit(
+        self,
+        *,
+        team: str | None = None,
+        actor: str | None = None,
+        action: str | None = None,
+        outcome: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> AuditPage:
+        """One page of the audit trail, newest first (platform admins; team admins: their
+        teams' entries). ``since`` is inclusive, ``until`` exclusive."""
+        params = wire.audit_params(
+            team=team,
+            actor=actor,
+            action=action,
+            outcome=outcome,
+            since=since,
+            until=until,
+            limit=limit,
+            cursor=cursor,
+        )
+        return AuditPage.model_validate(self._request("GET", f"{wire.API}/audit", params=params))
+
+    def iter_audit(self, *, page_size: int = 100, **filters: Any) -> Iterator[AuditEntry]:
+        """Every matching entry, newest first, fetching pages lazily."""
+        cursor: str | None = None
+        while True:
+            page = self.audit(limit=page_size, cursor=cursor, **filters)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
 
     # -- plumbing --------------------------------------------------------------------------
 

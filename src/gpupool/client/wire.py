@@ -6,6 +6,7 @@ Pure functions, no I/O: the two clients differ only in how they send, so everyth
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -95,6 +96,31 @@ def jobs_params(
     team: str | None, status: str | None, limit: int | None, cursor: str | None
 ) -> dict[str, Any]:
     return drop_none({"team": team, "status": status, "limit": limit, "cursor": cursor})
+
+
+def audit_params(
+    *,
+    team: str | None,
+    actor: str | None,
+    action: str | None,
+    outcome: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int | None,
+    cursor: str | None,
+) -> dict[str, Any]:
+    return drop_none(
+        {
+            "team": team,
+            "actor": actor,
+            "action": action,
+            "outcome": outcome,
+            "since": since.isoformat() if since else None,
+            "until": until.isoformat() if until else None,
+            "limit": limit,
+            "cursor": cursor,
+        }
+    )
 
 
 def logs_result(response: httpx.Response, offset: int) -> tuple[bytes, int, bool]:

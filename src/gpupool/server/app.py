@@ -6,7 +6,8 @@ from fastapi import FastAPI
 
 from gpupool import __version__
 from gpupool.server import errors
-from gpupool.server.routes import cluster, health, jobs
+from gpupool.server.audit import AuditMiddleware
+from gpupool.server.routes import audit, cluster, health, jobs
 from gpupool.server.runtime import Runtime
 
 
@@ -21,4 +22,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(health.router)
     app.include_router(jobs.router)
     app.include_router(cluster.router)
+    app.include_router(audit.router)
+    # Every mutating request is recorded, including those refused before any route runs.
+    app.add_middleware(AuditMiddleware)
     return app

@@ -28,7 +28,9 @@ def get_principal(request: Request, runtime: Annotated[Runtime, Depends(get_runt
     config = runtime.config
     if row.user not in config.users:
         raise Unauthenticated(f"user {row.user!r} no longer exists in the configuration")
-    return principal_for(config, row.user, row.id)
+    principal = principal_for(config, row.user, row.id)
+    request.state.principal = principal  # the audit trail names who made a mutation
+    return principal
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

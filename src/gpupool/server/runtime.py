@@ -15,6 +15,7 @@ from gpupool.config import Settings
 from gpupool.controller.clock import Clock, SystemClock
 from gpupool.controller.execution import ExecutionService
 from gpupool.controller.loop import Controller
+from gpupool.server.services.audit import AuditService
 from gpupool.server.services.jobs import JobService
 from gpupool.server.services.teams import TeamService
 from gpupool.spec.models import ClusterConfig
@@ -34,8 +35,10 @@ class Runtime:
     execution: ExecutionService
     jobs: JobService = field(init=False)
     teams: TeamService = field(init=False)
+    audit: AuditService = field(init=False)
 
     def __post_init__(self) -> None:
+        self.audit = AuditService(self.sessions, self.current_config)
         self.jobs = JobService(self.sessions, self.current_config, self.clock, self.controller.wake)
         self.teams = TeamService(self.sessions, self.current_config, self.controller.backoff.health)
 

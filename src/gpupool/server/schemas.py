@@ -189,3 +189,20 @@ class ErrorBody(BaseModel):
 
 class ErrorOut(BaseModel):
     error: ErrorBody
+
+
+class AuditOut(BaseModel):
+    id: int
+    at: datetime
+    actor: str
+    token_id: str | None
+    action: str
+    target: str
+    team: str | None
+    outcome: str
+    status: int | None
+
+
+class AuditPage(BaseModel):
+    items: list[AuditOut]
+    next_cursor: str | None

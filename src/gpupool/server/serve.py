@@ -11,6 +11,7 @@ import uvicorn
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpupool.auth.audit import OK, AuditEntry, operator_actor, record
 from gpupool.auth.tokens import IssuedToken, create_token, has_tokens
 from gpupool.config import Settings
 from gpupool.controller.clock import SystemClock
@@ -45,11 +46,14 @@ def resolve_config(settings: Settings, config_path: Path | None) -> ClusterConfi
             with sessions.begin() as session:
                 latest = latest_config(session)
                 if latest is None or latest.text != text:
+                    now = SystemClock().now()
                     session.add(
-                        ConfigRevisionRow(
-                            applied_at=SystemClock().now(), source=str(config_path), text=text
-                        )
+                        ConfigRevisionRow(applied_at=now, source=str(config_path), text=text)
                     )
+                    action = AuditEntry(
+                        now, operator_actor(), "config.apply", OK, None, str(config_path)
+                    )
+                    record(session, action)
             return config
         with sessions() as session:
             latest = latest_config(session)

@@ -12,7 +12,7 @@ from gpupool.cli.main import app
 from gpupool.config import Settings, sqlite_url
 from gpupool.server.serve import resolve_config
 from gpupool.state.db import make_engine, session_factory
-from gpupool.state.models import ConfigRevisionRow, TokenRow
+from gpupool.state.models import AuditRow, ConfigRevisionRow, TokenRow
 
 runner = CliRunner()
 
@@ -68,3 +68,21 @@ def test_token_create_prints_a_token_and_stores_only_its_hash(home_with_config: 
 def test_token_create_for_an_unknown_user_fails(home_with_config: Path) -> None:
     done = runner.invoke(app, ["token", "create", "mallory", "--home", str(home_with_config)])
     assert done.exit_code == 5 and "unknown user" in done.output
+
+
+def test_operator_actions_are_audited(home_with_config: Path) -> None:
+    created = runner.invoke(app, ["token", "create", "bob", "--home", str(home_with_config)])
+    token_id = created.output.strip().split("_")[1]
+    runner.invoke(app, ["token", "revoke", token_id, "--home", str(home_with_config)])
+    engine = make_engine(sqlite_url(home_with_config))
+    with session_factory(engine)() as session:
+        rows = list(session.scalars(select(AuditRow).order_by(AuditRow.id)))
+    engine.dispose()
+    assert [(r.action, r.outcome) for r in rows] == [
+        ("config.apply", "ok"),
+        ("token.create", "ok"),
+        ("token.revoke", "ok"),
+    ]
+    assert all(r.actor.startswith("operator:") for r in rows)
+    assert rows[1].token_id == rows[2].token_id == token_id
+    assert rows[1].target == "user bob"

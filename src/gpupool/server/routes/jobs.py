@@ -13,6 +13,7 @@ from gpupool.backends.base import JobHandle, LogChunk
 from gpupool.backends.errors import BackendError
 from gpupool.core.errors import Unavailable
 from gpupool.core.jobs import TERMINAL
+from gpupool.server.audit import AuditNoteDep
 from gpupool.server.deps import PrincipalDep, RuntimeDep
 from gpupool.server.schemas import ErrorOut, JobOut, JobPage, JobSubmit, WhyOut
 from gpupool.server.services.jobs import follow
@@ -24,15 +25,18 @@ ERRORS: dict[int | str, dict[str, object]] = {
 FOLLOW_POLL_S = 0.2
 
 
-@router.post("", status_code=201, response_model=JobOut, responses=ERRORS)
+@router.post("", status_code=201, response_model=JobOut, responses=ERRORS, name="job.submit")
 def submit(
     body: JobSubmit,
     runtime: RuntimeDep,
     principal: PrincipalDep,
     response: Response,
+    note: AuditNoteDep,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)] = None,
 ) -> JobOut:
+    note.team = body.team
     job, created = runtime.jobs.submit(principal, body, idempotency_key)
+    note.target, note.team = job.id, job.team
     if not created:
         response.status_code = 200
     return job
@@ -55,7 +59,7 @@ def get_job(job_id: str, runtime: RuntimeDep, principal: PrincipalDep) -> JobOut
     return runtime.jobs.get(principal, job_id)
 
 
-@router.post("/{job_id}/cancel", response_model=JobOut, responses=ERRORS)
+@router.post("/{job_id}/cancel", response_model=JobOut, responses=ERRORS, name="job.cancel")
 def cancel_job(job_id: str, runtime: RuntimeDep, principal: PrincipalDep) -> JobOut:
     return runtime.jobs.cancel(principal, job_id)
 
