@@ -183,10 +183,27 @@ def check_scheduler(config: ClusterConfig) -> Iterator[Finding]:
         seen.add(gpu_type)
 
 
+def check_team_gids(config: ClusterConfig) -> Iterator[Finding]:
+    """A team gid owns the team's ``shared/``: two teams with one gid would share it."""
+    owner: dict[int, str] = {}
+    for name, team in config.teams.items():
+        if team.gid is None:
+            continue
+        if team.gid in owner:
+            yield Finding(
+                ("teams", name, "gid"),
+                f"gid {team.gid} is also team {owner[team.gid]!r}'s",
+                "give each team a group of its own",
+            )
+        else:
+            owner[team.gid] = name
+
+
 CHECKS: tuple[Check, ...] = (
     check_names,
     check_pools,
     check_priority_classes,
     check_teams,
+    check_team_gids,
     check_scheduler,
 )

@@ -97,6 +97,12 @@ class Team(_Strict):
     groups: list[str] = Field(default_factory=list)
     members: dict[str, Role] = Field(default_factory=dict)
     default_priority_class: str | None = None
+    gid: int | None = Field(
+        default=None,
+        ge=1,
+        le=2**31 - 2,
+        description="POSIX group of the team's storage: owns shared/, added to its jobs' groups.",
+    )
 
 
 class User(_Strict):
