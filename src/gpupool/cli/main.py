@@ -6,6 +6,9 @@ server through ``gpupool.client`` only; operator commands (server, token, config
 
     0 ok · 1 unexpected error · 2 usage error · 3 not found · 4 unauthenticated/forbidden
     5 invalid request/conflict · 6 server unreachable
+
+Output passes :mod:`gpupool.data.redaction` (tokens, signed URLs and keys are masked), except
+that of the commands in ``SHOWS_SECRETS``, whose purpose is to hand out a token.
 """
 
 from __future__ import annotations
@@ -18,6 +21,11 @@ from gpupool.cli import audit, cluster, jobs, logs, operator, teams
 from gpupool.cli.context import Options
 from gpupool.cli.exit_codes import HELP as EXIT_CODES_HELP
 from gpupool.client.settings import DEFAULT_URL, ENV_TOKEN, ENV_URL
+from gpupool.data.redaction import install_logging, redacting_streams
+
+# Commands whose output is a secret on purpose: a new API token (``token create``, the
+# first-start tokens of ``server``). The server's log lines are redacted all the same.
+SHOWS_SECRETS = frozenset({"server", "token"})
 
 app = typer.Typer(
     name="gpupool",
@@ -40,6 +48,11 @@ def options(
 ) -> None:
     # The SDK's settings module resolves None from the environment, the one place that reads it.
     ctx.obj = Options(url=url, token=token)
+    install_logging()
+    if ctx.invoked_subcommand not in SHOWS_SECRETS:
+        # Everything a command prints (tables, JSON, job logs, errors) is redacted; the
+        # streams are restored, and any held partial line written, when the command ends.
+        ctx.with_resource(redacting_streams())
 
 
 jobs.register(app)

@@ -448,9 +448,20 @@ class Controller:
             finish_job(session, job, JobStatus.FAILED, now, None, f"rejected by backend: {result}")
 
 
+def posix_identity(config: ClusterConfig, user_name: str, team_name: str) -> PosixIdentity | None:
+    """The user's uid, gid and groups, plus the gid of the team the job runs for (so that the
+    job can use the team's ``shared/``; not the gids of the user's other teams)."""
+    user = config.users.get(user_name)
+    if user is None:
+        return None
+    groups = list(dict.fromkeys(user.groups))
+    team = config.teams.get(team_name)
+    if team is not None and team.gid is not None and team.gid not in groups:
+        groups.append(team.gid)
+    return PosixIdentity(user.uid, user.gid, tuple(groups))
+
+
 def job_spec(job: JobRow, attempt: AttemptRow, config: ClusterConfig) -> JobSpec:
-    user = config.users.get(job.user)
-    posix = None if user is None else PosixIdentity(user.uid, user.gid, tuple(user.groups))
     return JobSpec(
         job_id=job.id,
         attempt=attempt.number,
@@ -465,7 +476,7 @@ def job_spec(job: JobRow, attempt: AttemptRow, config: ClusterConfig) -> JobSpec
         memory_gb=job.memory_gb,
         env=dict(job.env),
         max_runtime_s=job.max_runtime_s,
-        posix=posix,
+        posix=posix_identity(config, job.user, job.team),
         devices=tuple(tuple(int(d) for d in p["devices"]) for p in attempt.placements),
         inputs=tuple(job.inputs),
         outputs=tuple(job.outputs),

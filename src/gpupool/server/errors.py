@@ -1,6 +1,8 @@
 """The one error → HTTP table (STYLE §9); the client holds its inverse.
 
-Bodies are ``{"error": {"code", "message", "details"}}``: never a traceback, never a secret.
+Bodies are ``{"error": {"code", "message", "details"}}``: never a traceback, never a secret
+(every message and detail passes :func:`gpupool.data.redaction.redact` on its way out: a
+rejected value may be a signed URL or a token).
 Unexpected exceptions are logged server-side and answered with a generic 500.
 """
 
@@ -23,6 +25,7 @@ from gpupool.core.errors import (
     Unauthenticated,
     Unavailable,
 )
+from gpupool.data.redaction import redact, redact_obj
 from gpupool.server.services.submit_checks import describe_validation_error
 
 log = logging.getLogger(__name__)
@@ -51,7 +54,7 @@ _CODE_BY_STATUS = {
 def error_response(status: int, code: str, message: str, details: object = None) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(
-        {"error": {"code": code, "message": message, "details": details}},
+        {"error": {"code": code, "message": redact(message), "details": redact_obj(details)}},
         status_code=status,
         headers=headers,
     )

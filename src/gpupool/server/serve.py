@@ -16,6 +16,8 @@ from gpupool.auth.tokens import IssuedToken, create_token, has_tokens
 from gpupool.config import Settings
 from gpupool.controller.clock import SystemClock
 from gpupool.core.errors import ConfigInvalid
+from gpupool.data.redaction import install_logging, uvicorn_log_config
+from gpupool.data.storage import ensure_team_layouts
 from gpupool.server.app import create_app
 from gpupool.server.runtime import Runtime, build_runtime
 from gpupool.spec.load import load_config, parse_config
@@ -78,6 +80,17 @@ def first_start_tokens(runtime: Runtime) -> list[IssuedToken]:
         ]
 
 
+def prepare_storage(config: ClusterConfig, settings: Settings) -> None:
+    """Create or repair every team's local storage tree (owners, modes: data.storage);
+    run at start and whenever a new configuration is applied."""
+    try:
+        ensure_team_layouts(config, settings.home)
+    except (OSError, ValueError) as exc:
+        raise ConfigInvalid(
+            f"cannot prepare team storage: {exc}; check storage.root and the teams' gids"
+        ) from exc
+
+
 def serve(
     settings: Settings,
     config_path: Path | None,
@@ -87,7 +100,9 @@ def serve(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per migration is noise
+    install_logging()  # before anything can log a token, URL or signature
     config = resolve_config(settings, config_path)
+    prepare_storage(config, settings)
     runtime = build_runtime(settings, config)
     url = f"http://{settings.host}:{settings.port}"
     tokens = first_start_tokens(runtime)
@@ -113,6 +128,7 @@ def serve(
             port=settings.port,
             log_level=settings.log_level.lower(),
             access_log=settings.log_level.lower() == "debug",
+            log_config=uvicorn_log_config(),
         )
     finally:
         runtime.close()

@@ -24,7 +24,9 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, validates
+
+from gpupool.data.redaction import redact
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -90,6 +92,10 @@ class JobRow(Base):
     pending_reasons: Mapped[list[Any]] = mapped_column(JSON, default=list)
     reasons_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
+    @validates("message")
+    def _redact_message(self, _: str, value: str) -> str:
+        return redact(value) if value else value  # shown to users: no secrets (D4)
+
 
 class AttemptRow(Base):
     """One try at running a job. ``handle`` is set once the backend accepted it."""
@@ -115,6 +121,10 @@ class AttemptRow(Base):
     # Set when the scheduler chose this attempt as a victim: the id of the job it yields to.
     preempted_by: Mapped[str | None] = mapped_column(String(40), nullable=True)
 
+    @validates("message")
+    def _redact_message(self, _: str, value: str) -> str:
+        return redact(value) if value else value  # a backend's error text may hold a URL
+
 
 class EventRow(Base):
     __tablename__ = "events"
@@ -124,6 +134,11 @@ class EventRow(Base):
     at: Mapped[datetime] = mapped_column(UTCDateTime)
     kind: Mapped[str] = mapped_column(String(40))
     message: Mapped[str] = mapped_column(Text)
+
+    @validates("message")
+    def _redact_message(self, _: str, value: str) -> str:
+        # Every event write passes here, whoever makes it: events are shown to users (D4).
+        return redact(value) if value else value
 
 
 class TokenRow(Base):
