@@ -11,7 +11,58 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpupool.core.errors import ConfigInvalid
+
 DEFAULT_URL = "http://127.0.0.1:8080"
+OIDC_ALGORITHMS = ("RS256", "ES256")
+
+
+@dataclass(frozen=True)
+class OidcSettings:
+    """Accepting OIDC bearer JWTs besides API tokens (T2); on when an issuer is set.
+
+    ``GPUPOOL_OIDC_ISSUER`` (required), ``GPUPOOL_OIDC_AUDIENCE`` (required: the ``aud``
+    tokens must carry), ``GPUPOOL_OIDC_GROUPS_CLAIM`` (default ``groups``),
+    ``GPUPOOL_OIDC_USERNAME_CLAIM`` (default ``preferred_username``, falling back to
+    ``sub``), ``GPUPOOL_OIDC_ALGORITHMS`` (comma-separated, default ``RS256,ES256``) and
+    ``GPUPOOL_OIDC_JWKS_URL`` (default: the issuer's discovery document says).
+    """
+
+    issuer: str
+    audience: str
+    groups_claim: str = "groups"
+    username_claim: str = "preferred_username"
+    algorithms: tuple[str, ...] = OIDC_ALGORITHMS
+    jwks_url: str | None = None
+
+
+def load_oidc(env: Mapping[str, str]) -> OidcSettings | None:
+    issuer = env.get("GPUPOOL_OIDC_ISSUER", "").strip()
+    if not issuer:
+        return None
+    audience = env.get("GPUPOOL_OIDC_AUDIENCE", "").strip()
+    if not audience:
+        raise ConfigInvalid(
+            "GPUPOOL_OIDC_AUDIENCE is not set: with GPUPOOL_OIDC_ISSUER set it must name the "
+            "audience (aud) your identity provider puts in tokens for gpupool"
+        )
+    algorithms = tuple(
+        a.strip() for a in env.get("GPUPOOL_OIDC_ALGORITHMS", ",".join(OIDC_ALGORITHMS)).split(",")
+    )
+    unsafe = [a for a in algorithms if not a or a.lower() == "none" or a.upper().startswith("HS")]
+    if unsafe:
+        raise ConfigInvalid(
+            f"GPUPOOL_OIDC_ALGORITHMS may not contain {', '.join(map(repr, unsafe))}: only "
+            "asymmetric algorithms (RS256, ES256, PS256, ...) can be checked against the JWKS"
+        )
+    return OidcSettings(
+        issuer=issuer.rstrip("/"),
+        audience=audience,
+        groups_claim=env.get("GPUPOOL_OIDC_GROUPS_CLAIM", "").strip() or "groups",
+        username_claim=env.get("GPUPOOL_OIDC_USERNAME_CLAIM", "").strip() or "preferred_username",
+        algorithms=algorithms,
+        jwks_url=env.get("GPUPOOL_OIDC_JWKS_URL", "").strip() or None,
+    )
 
 
 @dataclass(frozen=True)
@@ -21,6 +72,9 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8080
     log_level: str = "info"
+    oidc: OidcSettings | None = None
+    # YAML/JSON mapping identity-provider group -> users, re-read when it changes (T1).
+    directory_file: Path | None = None
 
     @property
     def state_dir(self) -> Path:
@@ -34,8 +88,11 @@ def sqlite_url(home: Path) -> str:
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Settings from ``GPUPOOL_HOME``, ``GPUPOOL_DATABASE_URL``, ``GPUPOOL_HOST``,
-    ``GPUPOOL_PORT`` and ``GPUPOOL_LOG_LEVEL``; keyword overrides (CLI flags) win."""
+    ``GPUPOOL_PORT`` and ``GPUPOOL_LOG_LEVEL``; keyword overrides (CLI flags) win.
+
+    Identity: ``GPUPOOL_DIRECTORY_FILE`` and the ``GPUPOOL_OIDC_*`` of :class:`OidcSettings`."""
     env = os.environ if environ is None else environ
+    directory = env.get("GPUPOOL_DIRECTORY_FILE", "").strip()
     home = Path(str(overrides.get("home") or env.get("GPUPOOL_HOME") or ".gpupool")).absolute()
     database_url = str(
         overrides.get("database_url") or env.get("GPUPOOL_DATABASE_URL") or sqlite_url(home)
@@ -46,4 +103,6 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
         host=str(overrides.get("host") or env.get("GPUPOOL_HOST") or "127.0.0.1"),
         port=int(str(overrides.get("port") or env.get("GPUPOOL_PORT") or 8080)),
         log_level=str(overrides.get("log_level") or env.get("GPUPOOL_LOG_LEVEL") or "info"),
+        oidc=load_oidc(env),
+        directory_file=Path(directory).absolute() if directory else None,
     )

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -55,8 +56,11 @@ class Api:
         return str(self.job("admin", job_id)["status"])
 
 
-def make_api(home: Path, config_path: Path, database_url: str | None = None) -> Api:
-    settings = Settings(home=home, database_url=database_url or sqlite_url(home))
+def make_api(
+    home: Path, config_path: Path, database_url: str | None = None, **settings_fields: Any
+) -> Api:
+    """An in-process API; ``settings_fields`` are further :class:`Settings` fields."""
+    settings = Settings(home=home, database_url=database_url or sqlite_url(home), **settings_fields)
     runtime = build_runtime(settings, load_config(config_path))
     with runtime.sessions.begin() as session:
         tokens = {

@@ -1,7 +1,8 @@
 """Who is asking, and the one authorization check every route goes through (T3).
 
 Roles per team: ``admin`` and ``member`` may read and mutate the team's jobs, ``viewer``
-may only read. A platform admin may do everything. Everything else is ``Forbidden``.
+may only read; a team admin also reads the team's audit trail. A platform admin may do
+everything. Everything else is ``Forbidden``.
 """
 
 from __future__ import annotations
@@ -37,12 +38,23 @@ class Principal:
         return [t for t in all_teams if self.can(Action.READ, t)]
 
 
-def principal_for(config: ClusterConfig, user: str, token_id: str) -> Principal:
-    """Roles come from the applied configuration, so a change there applies at once."""
+def principal_for(
+    config: ClusterConfig, user: str, token_id: str, groups: frozenset[str] = frozenset()
+) -> Principal:
+    """Roles come from the applied configuration and the user's identity-provider groups as
+    of this request, so a change to either applies at the next request (T1).
+
+    An explicit ``members:`` entry gives its role; otherwise a team one of whose ``groups``
+    the user is in makes them a ``member`` of it. Explicit entries win, so a team can make a
+    group member a viewer or an admin by listing them.
+    """
     spec = config.users.get(user)
-    roles = {
-        name: team.members[user] for name, team in config.teams.items() if user in team.members
-    }
+    roles: dict[str, str] = {}
+    for name, team in config.teams.items():
+        if user in team.members:
+            roles[name] = team.members[user]
+        elif groups and not groups.isdisjoint(team.groups):
+            roles[name] = "member"
     return Principal(
         user=user,
         token_id=token_id,

@@ -6,8 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from gpupool.auth.principal import Principal, principal_for
-from gpupool.auth.tokens import verify_token
+from gpupool.auth.principal import Principal
 from gpupool.core.errors import Unauthenticated
 from gpupool.server.runtime import Runtime
 
@@ -23,12 +22,7 @@ def get_principal(request: Request, runtime: Annotated[Runtime, Depends(get_runt
     scheme, _, bearer = header.partition(" ")
     if scheme.lower() != "bearer" or not bearer.strip():
         raise Unauthenticated("missing bearer token; pass 'Authorization: Bearer <token>'")
-    with runtime.sessions() as session:
-        row = verify_token(session, bearer.strip(), runtime.clock.now())
-    config = runtime.config
-    if row.user not in config.users:
-        raise Unauthenticated(f"user {row.user!r} no longer exists in the configuration")
-    principal = principal_for(config, row.user, row.id)
+    principal = runtime.auth.authenticate(bearer.strip())
     request.state.principal = principal  # the audit trail names who made a mutation
     return principal
 

@@ -9,6 +9,9 @@ from pathlib import Path
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from gpupool.auth.directory import Directory
+from gpupool.auth.identity import Authenticator
+from gpupool.auth.oidc import OidcValidator
 from gpupool.backends.base import AdapterContext
 from gpupool.backends.registry import PoolBackend, Registry
 from gpupool.config import Settings
@@ -36,9 +39,15 @@ class Runtime:
     jobs: JobService = field(init=False)
     teams: TeamService = field(init=False)
     audit: AuditService = field(init=False)
+    auth: Authenticator = field(init=False)
 
     def __post_init__(self) -> None:
         self.audit = AuditService(self.sessions, self.current_config)
+        oidc = OidcValidator(self.settings.oidc) if self.settings.oidc else None
+        directory = (
+            Directory(self.settings.directory_file) if self.settings.directory_file else None
+        )
+        self.auth = Authenticator(self.sessions, self.clock, self.current_config, oidc, directory)
         self.jobs = JobService(self.sessions, self.current_config, self.clock, self.controller.wake)
         self.teams = TeamService(self.sessions, self.current_config, self.controller.backoff.health)
 

@@ -1,0 +1,58 @@
+"""Who is behind a bearer token: a gpupool API token or an OIDC JWT, and their groups.
+
+``gpt_...`` bearers are API tokens checked against the store; anything shaped like a JWT
+is an OIDC token when OIDC is configured. Either way the user's groups (the token's groups
+claim, plus the directory file's groups) are resolved on every request and turned into
+team roles by :func:`principal_for`, so membership changes apply at the next request.
+
+Failure messages say what is wrong and how to fix it, and never repeat the bearer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from gpupool.auth.directory import Directory
+from gpupool.auth.oidc import OidcValidator, looks_like_jwt
+from gpupool.auth.principal import Principal, principal_for
+from gpupool.auth.tokens import PREFIX, verify_token
+from gpupool.controller.clock import Clock
+from gpupool.core.errors import Unauthenticated
+from gpupool.spec.models import ClusterConfig
+
+
+class Authenticator:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        clock: Clock,
+        config: Callable[[], ClusterConfig],
+        oidc: OidcValidator | None = None,
+        directory: Directory | None = None,
+    ) -> None:
+        self._sessions = sessions
+        self._clock = clock
+        self._config = config
+        self._oidc = oidc
+        self._directory = directory
+
+    def authenticate(self, bearer: str) -> Principal:
+        config = self._config()
+        if bearer.startswith(PREFIX + "_") or not looks_like_jwt(bearer):
+            with self._sessions() as session:
+                row = verify_token(session, bearer, self._clock.now())
+            user, token_id, claimed = row.user, row.id, frozenset[str]()
+            if user not in config.users and not (self._directory and self._directory.knows(user)):
+                raise Unauthenticated(f"user {user!r} no longer exists in the configuration")
+        elif self._oidc is None:
+            raise Unauthenticated(
+                "this server accepts gpupool API tokens (gpt_...) only: OIDC is not set up "
+                "(GPUPOOL_OIDC_ISSUER)"
+            )
+        else:
+            identity = self._oidc.validate(bearer)
+            user, token_id, claimed = identity.user, identity.token_id, identity.groups
+        listed = self._directory.groups_of(user) if self._directory else frozenset[str]()
+        return principal_for(config, user, token_id, claimed | listed)
