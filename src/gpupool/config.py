@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpupool.core.errors import ConfigInvalid
@@ -75,6 +75,14 @@ class Settings:
     oidc: OidcSettings | None = None
     # YAML/JSON mapping identity-provider group -> users, re-read when it changes (T1).
     directory_file: Path | None = None
+    # Where jobs reach this API (artifact URLs of local grants); default http://host:port.
+    public_url: str | None = None
+    # Signs local grants; several API replicas must share it. None: <home>/grant.key.
+    grant_key: str | None = field(default=None, repr=False)
+
+    @property
+    def api_url(self) -> str:
+        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
 
     @property
     def state_dir(self) -> Path:
@@ -88,7 +96,8 @@ def sqlite_url(home: Path) -> str:
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Settings from ``GPUPOOL_HOME``, ``GPUPOOL_DATABASE_URL``, ``GPUPOOL_HOST``,
-    ``GPUPOOL_PORT`` and ``GPUPOOL_LOG_LEVEL``; keyword overrides (CLI flags) win.
+    ``GPUPOOL_PORT``, ``GPUPOOL_LOG_LEVEL``, ``GPUPOOL_PUBLIC_URL`` and
+    ``GPUPOOL_GRANT_KEY``; keyword overrides (CLI flags) win.
 
     Identity: ``GPUPOOL_DIRECTORY_FILE`` and the ``GPUPOOL_OIDC_*`` of :class:`OidcSettings`."""
     env = os.environ if environ is None else environ
@@ -105,4 +114,6 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
         log_level=str(overrides.get("log_level") or env.get("GPUPOOL_LOG_LEVEL") or "info"),
         oidc=load_oidc(env),
         directory_file=Path(directory).absolute() if directory else None,
+        public_url=env.get("GPUPOOL_PUBLIC_URL") or None,
+        grant_key=env.get("GPUPOOL_GRANT_KEY") or None,
     )

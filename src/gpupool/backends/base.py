@@ -12,7 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from gpupool.data.grants.base import Grant
 
 
 class Capability(StrEnum):
@@ -54,6 +57,9 @@ class JobSpec:
     devices: tuple[tuple[int, ...], ...] = ()
     inputs: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
+    # Scoped, expiring data access (pools with data_access: grant). Holds secrets: it is
+    # never logged nor persisted; it reaches the job only through contract_env.
+    grant: Grant | None = field(default=None, repr=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -184,4 +190,6 @@ def contract_env(spec: JobSpec, workdir: str, inputs: str, outputs: str) -> dict
             "GPUPOOL_OUTPUTS": outputs,
         }
     )
+    if spec.grant is not None:
+        env.update(spec.grant.env())
     return env

@@ -19,6 +19,7 @@ submits again whatever has no handle: a run that had started is found, not dupli
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -51,6 +52,8 @@ from gpupool.controller.snapshot import (
 from gpupool.controller.sync import BackendSync
 from gpupool.controller.transitions import finish_job
 from gpupool.core.jobs import ACTIVE, JobStatus
+from gpupool.data.grants.base import GrantError
+from gpupool.data.grants.issuer import GrantIssuer
 from gpupool.scheduler import Admission, CycleResult, Preemption, run_cycle
 from gpupool.spec.models import ClusterConfig
 from gpupool.state.models import AttemptRow, ControllerStateRow, EventRow, JobRow
@@ -77,8 +80,10 @@ class Controller:
         config: Callable[[], ClusterConfig],
         execution: ExecutionService,
         clock: Clock,
+        grants: GrantIssuer | None = None,
     ) -> None:
         self._sessions = sessions
+        self._grants = grants
         self._config = config
         self._execution = execution
         self._clock = clock
@@ -398,8 +403,33 @@ class Controller:
                 if attempt.id in self._inflight:
                     continue
                 self._inflight.add(attempt.id)
-            spec = job_spec(job, attempt, config)
+            try:
+                spec = self._with_grant(job_spec(job, attempt, config), config)
+            except GrantError as exc:
+                # Like an unreachable backend: the attempt stays admitted and is tried again
+                # after the pool's backoff. The message names the cause, never a secret.
+                log.warning("cannot mint the data grant of %s.%d: %s", job.id, attempt.number, exc)
+                self.backoff.failed(attempt.pool, now, f"data grant: {exc}")
+                with self._lock:
+                    self._inflight.discard(attempt.id)
+                continue
             self._execution.submit(spec, lambda s, r, aid=attempt.id: self._submitted(aid, s, r))
+
+    def _with_grant(self, spec: JobSpec, config: ClusterConfig) -> JobSpec:
+        """Mint the attempt's data grant when its pool uses grants (DESIGN §8)."""
+        pool = next((p for p in config.pools if p.name == spec.pool), None)
+        if pool is None or pool.data_access != "grant" or self._grants is None:
+            return spec
+        grant = self._grants.issue(
+            config,
+            team=spec.team,
+            job_id=spec.job_id,
+            attempt=spec.attempt,
+            inputs=spec.inputs,
+            outputs=spec.outputs,
+            max_runtime_s=spec.max_runtime_s,
+        )
+        return dataclasses.replace(spec, grant=grant)
 
     def _submitted(self, attempt_id: int, spec: JobSpec, result: SubmitResult) -> None:
         try:
@@ -422,6 +452,8 @@ class Controller:
             if isinstance(result, JobHandle):
                 self.backoff.succeeded(spec.pool)
                 attempt.handle = result.to_dict()
+                if spec.grant is not None:  # its scope and expiry only, never the URLs
+                    attempt.handle = {**attempt.handle, "grant": spec.grant.summary()}
                 session.add(
                     EventRow(
                         job_id=job.id,

@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from gpupool import __version__
 from gpupool.server import errors
 from gpupool.server.audit import AuditMiddleware
-from gpupool.server.routes import audit, cluster, health, jobs
+from gpupool.server.routes import artifacts, audit, cluster, health, jobs
 from gpupool.server.runtime import Runtime
 
 
@@ -23,6 +23,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(jobs.router)
     app.include_router(cluster.router)
     app.include_router(audit.router)
+    app.include_router(artifacts.router)
     # Every mutating request is recorded, including those refused before any route runs.
     app.add_middleware(AuditMiddleware)
     return app

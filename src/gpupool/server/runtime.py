@@ -18,6 +18,9 @@ from gpupool.config import Settings
 from gpupool.controller.clock import Clock, SystemClock
 from gpupool.controller.execution import ExecutionService
 from gpupool.controller.loop import Controller
+from gpupool.data.grants.issuer import GrantIssuer
+from gpupool.data.grants.local import Signer, signing_key
+from gpupool.server.services.artifacts import ArtifactService
 from gpupool.server.services.audit import AuditService
 from gpupool.server.services.jobs import JobService
 from gpupool.server.services.teams import TeamService
@@ -40,8 +43,15 @@ class Runtime:
     teams: TeamService = field(init=False)
     audit: AuditService = field(init=False)
     auth: Authenticator = field(init=False)
+    artifacts: ArtifactService = field(init=False)
+    signer: Signer | None = None  # signs local grants; None: from the settings' key
 
     def __post_init__(self) -> None:
+        if self.signer is None:
+            self.signer = Signer(signing_key(self.settings.home, self.settings.grant_key))
+        self.artifacts = ArtifactService(
+            self.signer, self.current_config, self.settings.home, self.clock
+        )
         self.audit = AuditService(self.sessions, self.current_config)
         oidc = OidcValidator(self.settings.oidc) if self.settings.oidc else None
         directory = (
@@ -87,6 +97,10 @@ def build_runtime(settings: Settings, config: ClusterConfig, clock: Clock | None
     runtime: Runtime
     registry = Registry(lambda name: pool_bindings(runtime.config, settings.state_dir).get(name))
     execution = ExecutionService(registry)
-    controller = Controller(sessions, lambda: runtime.config, execution, clock)
-    runtime = Runtime(settings, config, engine, sessions, clock, controller, execution)
+    signer = Signer(signing_key(settings.home, settings.grant_key))
+    grants = GrantIssuer(settings.home, signer, settings.api_url, clock.now)
+    controller = Controller(sessions, lambda: runtime.config, execution, clock, grants)
+    runtime = Runtime(
+        settings, config, engine, sessions, clock, controller, execution, signer=signer
+    )
     return runtime

@@ -76,6 +76,15 @@ class ResourcesOut(BaseModel):
     memory_gb: float
 
 
+class GrantOut(BaseModel):
+    """The public view of an attempt's data grant: no URL, no signature."""
+
+    kind: str
+    reads: list[str]
+    writes: list[str]
+    expires_at: datetime
+
+
 class AttemptOut(BaseModel):
     number: int
     status: str
@@ -88,6 +97,7 @@ class AttemptOut(BaseModel):
     finished_at: datetime | None
     exit_code: int | None
     message: str
+    grant: GrantOut | None = None
 
 
 class JobOut(BaseModel):

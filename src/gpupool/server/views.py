@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpupool.server.schemas import AttemptOut, JobOut, ResourcesOut
+from gpupool.server.schemas import AttemptOut, GrantOut, JobOut, ResourcesOut
 from gpupool.state.models import AttemptRow, JobRow
 
 
@@ -13,6 +13,7 @@ def devices_of(placements: Sequence[dict[str, object]]) -> list[list[int]]:
 
 
 def attempt_out(row: AttemptRow) -> AttemptOut:
+    grant = (row.handle or {}).get("grant")
     return AttemptOut(
         number=row.number,
         status=row.status,
@@ -25,6 +26,7 @@ def attempt_out(row: AttemptRow) -> AttemptOut:
         finished_at=row.finished_at,
         exit_code=row.exit_code,
         message=row.message,
+        grant=GrantOut.model_validate(grant) if isinstance(grant, dict) else None,
     )
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 
+from gpupool.data.roots import RootProblem, parse_root
 from gpupool.spec.models import NAME_PATTERN, ClusterConfig
 from gpupool.spec.problems import Finding, format_path, unknown_name_hint
 from gpupool.spec.schema_errors import NAME_RULE
@@ -183,6 +184,31 @@ def check_scheduler(config: ClusterConfig) -> Iterator[Finding]:
         seen.add(gpu_type)
 
 
+def check_storage(config: ClusterConfig) -> Iterator[Finding]:
+    """Storage roots parse (see ``gpupool.data.roots``) and per-team roots name known teams."""
+    storage = config.storage
+    hint = "see 'Per-job data grants' in README.md"
+    if storage.root is not None:
+        # Every team without a root of its own gets one under the shared root: each must parse
+        # (an az:// root becomes a container per team, and container names have rules).
+        for team in [t for t in config.teams if t not in storage.teams] or ["team"]:
+            try:
+                parse_root(storage.root, team)
+            except RootProblem as exc:
+                yield Finding(("storage", "root"), f"team {team}: {exc}", hint)
+                break
+    for team, uri in storage.teams.items():
+        at = ("storage", "teams", team)
+        if team not in config.teams:
+            yield Finding(
+                at, f"unknown team {team!r}", unknown_name_hint(team, "teams", config.teams)
+            )
+        try:
+            parse_root(uri, None)
+        except RootProblem as exc:
+            yield Finding(at, str(exc), hint)
+
+
 def check_team_gids(config: ClusterConfig) -> Iterator[Finding]:
     """A team gid owns the team's ``shared/``: two teams with one gid would share it."""
     owner: dict[int, str] = {}
@@ -206,4 +232,5 @@ CHECKS: tuple[Check, ...] = (
     check_teams,
     check_team_gids,
     check_scheduler,
+    check_storage,
 )

@@ -48,6 +48,32 @@ class Pool(_Strict):
     autoscale: Autoscale = Autoscale()
     dedicated_to: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
+    data_access: Literal["pool-identity", "grant"] = Field(
+        default="pool-identity",
+        description="grant: each attempt gets short-lived URLs scoped to its inputs and "
+        "outputs (DESIGN §8); pool-identity: the legacy mode, the pool's own access.",
+    )
+
+
+class Storage(_Strict):
+    """Where teams' data lives and how long grants to it last (DESIGN §8).
+
+    ``root`` is a local directory (each team under ``<root>/<team>``), ``az://<account>``
+    (one container per team, named after it) or ``s3://<bucket>[/<prefix>]`` (each team
+    under ``<prefix>/<team>/``); ``teams`` gives one team a root URI of its own
+    (``az://<account>/<container>``, ``s3://<bucket>/<prefix>``, a directory).
+    """
+
+    root: str | None = Field(default=None, description="Default: <GPUPOOL_HOME>/storage.")
+    teams: dict[str, str] = Field(default_factory=dict)
+    endpoint: str | None = Field(
+        default=None, description="Blob or S3 endpoint URL, for Azurite, MinIO or a proxy."
+    )
+    region: str | None = Field(default=None, description="S3 region for presigned URLs.")
+    grant_margin_s: int = Field(default=600, ge=0, le=24 * 3600)
+    grant_default_runtime_s: int = Field(
+        default=24 * 3600, gt=0, le=7 * 24 * 3600, description="For jobs without max_runtime_s."
+    )
 
 
 class PriorityClass(_Strict):
@@ -141,6 +167,7 @@ class ClusterConfig(_Strict):
     def default_priority_class(self, team: str | None = None) -> str:
         """The class a job gets when it names none: the team's, else the global default."""
         if team is not None and team in self.teams:
+    storage: Storage = Storage()
             own = self.teams[team].default_priority_class
             if own is not None:
                 return own

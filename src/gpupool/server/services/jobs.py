@@ -22,7 +22,11 @@ from gpupool.controller.clock import Clock
 from gpupool.core.errors import Conflict, InvalidRequest, NotFound
 from gpupool.core.jobs import ACTIVE, TERMINAL, JobStatus
 from gpupool.server.schemas import JobOut, JobPage, JobSubmit, ReasonOut, WhyOut
-from gpupool.server.services.submit_checks import check_against_config, resolve_team
+from gpupool.server.services.submit_checks import (
+    check_against_config,
+    check_data_paths,
+    resolve_team,
+)
 from gpupool.server.views import job_out
 from gpupool.spec.models import ClusterConfig
 from gpupool.state.models import AttemptRow, ControllerStateRow, EventRow, JobRow
@@ -64,6 +68,7 @@ class JobService:
         team = resolve_team(body, principal, config)
         authorize(principal, Action.MUTATE, team)
         gpu_types = check_against_config(body, team, config)
+        inputs, outputs = check_data_paths(body, principal.user)
         if key is not None:
             existing = self._by_key(principal.user, key)
             if existing is not None:
@@ -87,8 +92,8 @@ class JobService:
             cpus=body.resources.cpus,
             memory_gb=body.resources.memory_gb,
             gpu_types=gpu_types,
-            inputs=list(body.inputs),
-            outputs=list(body.outputs),
+            inputs=inputs,
+            outputs=outputs,
             max_runtime_s=body.max_runtime_s,
             idempotency_key=key,
             submitted_at=self._clock.now(),

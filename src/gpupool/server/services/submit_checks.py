@@ -10,6 +10,7 @@ from typing import Any
 
 from gpupool.auth.principal import Action, Principal
 from gpupool.core.errors import InvalidRequest
+from gpupool.data.paths import check_job_paths
 from gpupool.server.schemas import SERVER_OWNED, JobSubmit
 from gpupool.spec.models import ClusterConfig
 
@@ -54,6 +55,15 @@ def resolve_team(body: JobSubmit, principal: Principal, config: ClusterConfig) -
         "team is required",
         [{"field": "team", "message": f"name the team to submit for (yours: {choices})"}],
     )
+
+
+def check_data_paths(body: JobSubmit, user: str) -> tuple[list[str], list[str]]:
+    """Canonical inputs and outputs of the body (see ``gpupool.data.paths``), or one 422
+    naming each bad path as ``inputs[i]`` / ``outputs[i]``."""
+    inputs, outputs, problems = check_job_paths(body.inputs, body.outputs, user)
+    if problems:
+        raise InvalidRequest(_summary(problems), problems)
+    return inputs, outputs
 
 
 def check_against_config(body: JobSubmit, team: str, config: ClusterConfig) -> list[str]:

@@ -1,0 +1,1 @@
+from support.apikit import api  # noqa: F401  (the fixture)

@@ -1,0 +1,249 @@
+"""Per-job grants on the local storage, through the API: a job on a ``data_access: grant``
+pool gets URLs for its inputs and outputs, reads and writes through ``/v1/artifacts``, and
+every URL refuses what it was not made for."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import pytest
+
+from gpupool.backends.base import Backend, BackendStatus, JobHandle, JobSpec, LogChunk
+from gpupool.data.grants.base import Grant
+from support.apikit import Api
+
+POOL = "demo-shared-dev-t4-pool"
+INPUT = "shared/datasets/x"
+OUTPUT = "home/alice/ckpt"
+
+
+class Recording:
+    """Wraps the pool's real backend and keeps the specs it was given."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.capabilities = inner.capabilities
+        self.specs: list[JobSpec] = []
+
+    def submit(self, spec: JobSpec) -> JobHandle:
+        self.specs.append(spec)
+        return self.inner.submit(spec)
+
+    def poll(self, handles: Sequence[JobHandle]) -> Mapping[str, BackendStatus]:
+        return self.inner.poll(handles)
+
+    def logs(self, handle: JobHandle, offset: int = 0) -> LogChunk:
+        return self.inner.logs(handle, offset)
+
+    def cancel(self, handle: JobHandle, grace_s: float) -> None:
+        self.inner.cancel(handle, grace_s)
+
+
+@pytest.fixture
+def recording(api: Api, monkeypatch: pytest.MonkeyPatch) -> Recording:
+    registry = api.runtime.execution._registry
+    wrapped = Recording(registry.get(POOL))
+    real_get = registry.get
+    monkeypatch.setattr(registry, "get", lambda pool: wrapped if pool == POOL else real_get(pool))
+    return wrapped
+
+
+def team_root(api: Api, team: str = "team-a") -> Path:
+    return api.runtime.settings.home / "storage" / team
+
+
+def run_job(api: Api, recording: Recording, open_dir: Path) -> tuple[str, Grant]:
+    seen = open_dir / "seen"
+    job = api.submit(
+        "alice",
+        command=["sh", "-c", f'echo "$GPUPOOL_GRANT_KIND $GPUPOOL_OUTPUT_URL" > {seen}'],
+        resources={"gpus": 1, "gpu_types": ["t4"]},
+        inputs=[INPUT + "/"],
+        outputs=[OUTPUT],
+        max_runtime_s=600,
+    )["id"]
+    api.tick_until(lambda: api.status(job) == "succeeded", what="the job to finish")
+    (spec,) = recording.specs
+    assert spec.grant is not None
+    kind, url = seen.read_text().split()
+    assert kind == "local" and url == spec.grant.outputs[OUTPUT].url  # what the job saw
+    return str(job), spec.grant
+
+
+def put_url(target: str, name: str) -> str:
+    base, _, query = target.partition("?")
+    return f"{base}/{name}?{query}"
+
+
+def test_a_job_reads_its_input_and_writes_its_output(
+    api: Api, recording: Recording, open_dir: Path
+) -> None:
+    data = team_root(api) / INPUT
+    data.mkdir(parents=True)
+    (data / "part-0.csv").write_text("a,b\n1,2\n")
+    job, grant = run_job(api, recording, open_dir)
+    env = recording.specs[0].grant.env()  # type: ignore[union-attr]
+    inputs = json.loads(env["GPUPOOL_INPUT_URLS"])
+    assert list(inputs) == [INPUT]
+    read = api.client.get(put_url(inputs[INPUT], "part-0.csv"))
+    assert read.status_code == 200 and read.content == b"a,b\n1,2\n"
+
+    outputs = json.loads(env["GPUPOOL_OUTPUT_URLS"])
+    assert outputs[OUTPUT]["method"] == "PUT"
+    wrote = api.client.put(put_url(outputs[OUTPUT]["url"], "model/weights.bin"), content=b"w")
+    assert wrote.status_code == 201, wrote.text
+    assert (team_root(api) / OUTPUT / "attempt-1" / "model" / "weights.bin").read_bytes() == b"w"
+
+    detail = api.client.get(f"/v1/jobs/{job}", headers=api.as_("alice"))
+    shown = detail.json()["attempts"][0]["grant"]
+    assert shown["kind"] == "local"
+    assert shown["reads"] == [INPUT] and shown["writes"] == [f"{OUTPUT}/attempt-1"]
+    assert shown["expires_at"].startswith(grant.scope.expires_at.isoformat()[:16])
+    assert "gp_sig" not in detail.text
+
+
+def test_a_pool_identity_pool_gives_no_grant(api: Api, recording: Recording) -> None:
+    config = api.runtime.config
+    api.runtime.config = config.model_copy(
+        update={
+            "pools": [p.model_copy(update={"data_access": "pool-identity"}) for p in config.pools]
+        }
+    )
+    job = api.submit(
+        "alice", resources={"gpus": 1, "gpu_types": ["t4"]}, inputs=[INPUT], outputs=[OUTPUT]
+    )["id"]
+    api.tick_until(lambda: api.status(job) == "succeeded", what="the job to finish")
+    (spec,) = recording.specs
+    assert spec.grant is None
+    assert api.job("alice", job)["attempts"][0]["grant"] is None  # type: ignore[index]
+
+
+@dataclass(frozen=True)
+class Denied:
+    method: str  # of the request
+    grant: str  # which URL: "read" or "write"
+    path: str  # appended to the URL's path ("" = the URL as given)
+    edit: tuple[tuple[str, str], ...] = ()
+    team: str = ""  # replaces the team in the URL's path
+    status: int = 403
+    message: str = ""
+
+
+DENIALS = [
+    pytest.param(Denied("PUT", "read", "", message="allows GET only"), id="write with a read URL"),
+    pytest.param(
+        Denied("GET", "write", "/x", message="allows PUT only"), id="read with a write URL"
+    ),
+    pytest.param(
+        Denied("GET", "read", "/../../y", message="outside this URL's scope"),
+        id="dot-dot, resolved by the client",
+    ),
+    pytest.param(
+        Denied("GET", "read", "/%2E%2E/%2E%2E/y", status=422, message="contains '..'"),
+        id="dot-dot that reaches the server",
+    ),
+    pytest.param(Denied("GET", "read", "y", message="outside this URL's scope"), id="sibling"),
+    pytest.param(
+        Denied("GET", "read", "", edit=(("gp_scope", "shared"),), message="does not match"),
+        id="widened scope",
+    ),
+    pytest.param(
+        Denied("GET", "read", "", edit=(("gp_exp", "4102444800"),), message="does not match"),
+        id="extended expiry",
+    ),
+    pytest.param(
+        Denied("GET", "read", "", edit=(("gp_sig", "AAAA"),), message="does not match"),
+        id="forged signature",
+    ),
+    pytest.param(
+        Denied("GET", "read", "", team="team-b", message="does not match"),
+        id="another team's storage",
+    ),
+    pytest.param(
+        Denied("PUT", "write", "/f", edit=(("gp_sig", ""),), message="not a signed URL"),
+        id="signature removed",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", DENIALS)
+def test_urls_refuse_what_they_were_not_made_for(
+    api: Api, recording: Recording, open_dir: Path, case: Denied
+) -> None:
+    (team_root(api) / INPUT).mkdir(parents=True)
+    (team_root(api) / INPUT / "f").write_text("secret of team-a")
+    _, grant = run_job(api, recording, open_dir)
+    url = grant.inputs[INPUT] if case.grant == "read" else grant.outputs[OUTPUT].url
+    parts = urlsplit(url)
+    path = parts.path + case.path
+    if case.team:
+        path = path.replace("/team-a/", f"/{case.team}/", 1)
+    query = {**dict(parse_qsl(parts.query)), **dict(case.edit)}
+    response = api.client.request(case.method, f"{path}?{urlencode(query)}", content=b"x")
+    assert response.status_code == case.status, response.text
+    assert case.message in response.text
+    assert dict(parse_qsl(parts.query))["gp_sig"] not in response.text
+    assert b"secret of team-a" not in response.content
+    assert (team_root(api) / INPUT / "f").read_text() == "secret of team-a"
+
+
+def test_an_expired_url_is_refused(api: Api) -> None:
+    (team_root(api) / "shared").mkdir(parents=True)
+    (team_root(api) / "shared" / "f").write_text("x")
+    signer = api.runtime.signer
+    assert signer is not None
+    past = int((api.runtime.clock.now() - timedelta(seconds=1)).timestamp())
+    response = api.client.get(
+        f"/v1/artifacts/team-a/shared/f?{signer.query('GET', 'team-a', 'shared/f', past)}"
+    )
+    assert response.status_code == 403
+    assert "expired at" in response.json()["error"]["message"]
+
+
+def test_a_symlink_cannot_lead_a_url_out_of_the_team_root(api: Api, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f").write_text("not team-a's")
+    (team_root(api) / "shared").mkdir(parents=True)
+    (team_root(api) / "shared" / "link").symlink_to(outside)
+    signer = api.runtime.signer
+    assert signer is not None
+    later = int((api.runtime.clock.now() + timedelta(hours=1)).timestamp())
+    query = signer.query("GET", "team-a", "shared/link", later)
+    response = api.client.get(f"/v1/artifacts/team-a/shared/link/f?{query}")
+    assert response.status_code == 403
+    assert "leads outside" in response.json()["error"]["message"]
+
+
+@dataclass(frozen=True)
+class BadPaths:
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(BadPaths(inputs=("shared/a", "/etc/passwd"), fields=("inputs[1]",)), id="abs"),
+        pytest.param(BadPaths(inputs=("shared/../../x",), fields=("inputs[0]",)), id="dot-dot"),
+        pytest.param(BadPaths(outputs=("home/bob/out",), fields=("outputs[0]",)), id="bob's home"),
+        pytest.param(
+            BadPaths(inputs=("",), outputs=("x",), fields=("inputs[0]", "outputs[0]")), id="two"
+        ),
+    ],
+)
+def test_submit_rejects_paths_outside_the_team_areas(api: Api, case: BadPaths) -> None:
+    response = api.client.post(
+        "/v1/jobs",
+        json={"command": ["true"], "inputs": list(case.inputs), "outputs": list(case.outputs)},
+        headers=api.as_("alice"),
+    )
+    assert response.status_code == 422
+    assert [d["field"] for d in response.json()["error"]["details"]] == list(case.fields)
