@@ -3,7 +3,8 @@
 ``Client`` (sync) and ``AsyncClient`` speak HTTP to ``/v1`` and return read models from
 ``gpupool.client.models``; any error body comes back as a typed exception from
 ``gpupool.client.errors``. The SDK imports nothing server-side, so it can be installed and used
-on a laptop that only talks to a remote control plane.
+on a laptop that only talks to a remote control plane. Its HTTP logging (httpx's request
+lines) is redacted: a request URL may carry a signature (D4).
 """
 
 from gpupool.client.async_sdk import AsyncClient
@@ -31,6 +32,7 @@ from gpupool.client.models import (
     WhyReport,
 )
 from gpupool.client.sdk import Client
+from gpupool.data.redaction import protect_loggers
 
 __all__ = [
     "AsyncClient",
@@ -55,3 +57,5 @@ __all__ = [
     "WhoAmI",
     "WhyReport",
 ]
+
+protect_loggers("httpx", "gpupool.client")

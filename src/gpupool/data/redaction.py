@@ -11,15 +11,17 @@ It is applied at every exit:
   (ours, uvicorn's, httpx's, a library's) is redacted when it is made, whatever handler later
   writes it; :class:`RedactingFilter` is also put on the root's handlers and in uvicorn's
   logging config (:func:`uvicorn_log_config`) for records made before the factory was set.
+  The SDK, a library, only filters the loggers it makes write (:func:`protect_loggers`).
 * **Streams**: :func:`redacting_streams` wraps ``sys.stdout``/``sys.stderr`` (text and their
   binary ``buffer``) for CLI output. Text is redacted a whole line at a time, so a secret split
   over two writes is still caught; a partial line is held until its end or until the streams
   are closed.
 * **Bodies**: event messages and error bodies call :func:`redact` directly.
 
-Invariants: redaction is idempotent (``redact(redact(x)) == redact(x)``) and never lengthens a
-line by more than the markers; it keeps the parameter or header name so that a reader still
-sees *that* a credential was there.
+Invariants: redaction is idempotent (``redact(redact(x)) == redact(x)``); it keeps JSON valid
+(a masked value never swallows a quote or a backslash escape: ``--json`` output stays
+parseable); it keeps the parameter or header name so that a reader still sees *that* a
+credential was there.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     # Authorization headers, in HTTP, curl -H, Python reprs and JSON: the whole value.
     (
-        re.compile(r"(?i)(authorization[\"']?\s*+[:=]\s*+[\"']?)(?!\[REDACTED)[^\"'\r\n,}]+"),
+        re.compile(r"(?i)(authorization[\"']?\s*+[:=]\s*+[\"']?)(?!\[REDACTED)[^\"'\\\r\n,}]+"),
         rf"\1{MASK}",
     ),
     # Bearer tokens wherever they appear (e.g. a header repr without its name).
@@ -63,12 +65,27 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(
             r"(?i)\b(AccountKey|SharedAccessSignature|SharedAccessKey|client_secret"
             r"|aws_secret_access_key|password|passwd|secret_key)(\s*+[=:]\s*+)(?!\[REDACTED)"
-            r"[^;&\s\"']+"
+            r"[^;&\s\"'\\]+"
+        ),
+        rf"\1\2{MASK}",
+    ),
+    # Variables and fields named like a secret (FOO_TOKEN=..., "client_secret": "..."): the
+    # name must end in the keyword (not "tokenizer=") and the value hold a letter (not
+    # "max_tokens=512"); a value already masked by a rule above is left as it is.
+    (
+        re.compile(
+            r"(?i)(?<![A-Za-z0-9])([A-Za-z0-9_.-]*(?:token|secret|password|passwd|bearer"
+            r"|api_?key|access_?key|private_?key|account_?key|credential)s?)"
+            r"(\\?[\"']?\s*+[:=]\s*+\\?[\"']?)(?!\[REDACTED)(?=[^\s\"'\\,;&\[]*[A-Za-z])"
+            r"[^\s\"'\\,;&\[]{8,}+(?!\[)"
         ),
         rf"\1\2{MASK}",
     ),
     # Passwords in URLs: scheme://user:password@host.
-    (re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?!\[REDACTED)[^@/\s]+(@)"), rf"\1{MASK}\2"),
+    (
+        re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?!\[REDACTED)[^@/\s\"'\\]+(@)"),
+        rf"\1{MASK}\2",
+    ),
 )
 
 
@@ -98,16 +115,60 @@ def redact_obj(value: Any) -> Any:
 # -- logging ---------------------------------------------------------------------------------
 
 
+class _Redacted:
+    """An argument of a log record shown only through :func:`redact`, whatever the format
+    (``%s``, ``%r``, ``{}``): e.g. httpx logs a URL object, whose query may hold a signature."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: object) -> None:
+        self._value = value
+
+    def __str__(self) -> str:
+        return redact(str(self._value))
+
+    def __repr__(self) -> str:
+        return redact(repr(self._value))
+
+    def __format__(self, spec: str) -> str:
+        return redact(format(self._value, spec))
+
+
+def _redact_arg(value: object) -> object:
+    if isinstance(value, str):
+        return redact(value)
+    if value is None or isinstance(value, int | float | _Redacted):
+        return value  # numbers keep working with %d and %f
+    return _Redacted(value)
+
+
 def redact_record(record: logging.LogRecord) -> logging.LogRecord:
-    """Format the record's message and traceback now, redacted, so that no handler or
-    formatter later sees the raw arguments. Idempotent."""
+    """Redact the record's message, arguments and traceback in place. Idempotent.
+
+    Arguments are redacted one by one and stay arguments, because some formatters read them
+    (uvicorn's access log unpacks ``record.args``). Where that is not enough (a secret split
+    between the format string and an argument, or a format that breaks) the message is
+    formatted now and redacted whole.
+    """
     if getattr(record, "gpupool_redacted", False):
         return record
+    msg, args = record.msg, record.args
     try:
+        record.msg = redact(msg) if isinstance(msg, str) else _Redacted(msg)
+        if isinstance(args, tuple):
+            record.args = tuple(_redact_arg(a) for a in args)
+        elif isinstance(args, dict):
+            record.args = {k: _redact_arg(v) for k, v in args.items()}
         message = record.getMessage()
-    except Exception:  # a broken format string: keep what there is, redacted
-        message = f"{record.msg!s} {record.args!r}"
-    record.msg, record.args = redact(message), None
+        if redact(message) != message:
+            raise ValueError("a secret spans the format string and its arguments")
+    except Exception:
+        record.msg, record.args = msg, args
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string: keep what there is, redacted
+            message = f"{msg!s} {args!r}"
+        record.msg, record.args = redact(message), None
     if record.exc_info and not record.exc_text:
         record.exc_text = logging.Formatter().formatException(record.exc_info)
     if record.exc_text:
@@ -153,6 +214,16 @@ def install_logging() -> None:
         for handler in logger.handlers:
             if _FILTER not in handler.filters:
                 handler.addFilter(_FILTER)
+
+
+def protect_loggers(*names: str) -> None:
+    """Put :class:`RedactingFilter` on the named loggers (records logged to them by name),
+    for a library that must not change the process's logging, like the SDK: httpx logs
+    every request URL at INFO, and a signed URL's signature is in its query. Idempotent."""
+    for name in names:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
 
 
 def uvicorn_log_config() -> dict[str, Any]:

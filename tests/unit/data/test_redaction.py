@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 import sys
 from dataclasses import dataclass
@@ -128,6 +129,33 @@ CASES = [
     ),
     pytest.param(
         Case(
+            '"env": {"BEARER": "c2VjcmV0LXZhbHVl", "HF_TOKEN": "hf_abcdefghij"}',
+            f'"env": {{"BEARER": "{MASK}", "HF_TOKEN": "{MASK}"}}',
+            "c2VjcmV0",
+        ),
+        id="JSON fields named like a secret",
+    ),
+    pytest.param(
+        Case(
+            "GITHUB_TOKEN=ghp_0123456789abcdef client_secret: s3cr3tvalue",
+            f"GITHUB_TOKEN={MASK} client_secret: {MASK}",
+            "ghp_",
+        ),
+        id="variables named like a secret",
+    ),
+    pytest.param(
+        Case(f"MY_TOKEN={API_TOKEN}", f"MY_TOKEN=gpt_0a1b2c3d4e5f_{MASK}", "q2Vx"),
+        id="API token in a secret-named variable keeps its id",
+    ),
+    pytest.param(
+        Case(
+            "tokenizer=bert-base-uncased max_tokens=51200000 num_tokens: 12",
+            "tokenizer=bert-base-uncased max_tokens=51200000 num_tokens: 12",
+        ),
+        id="names that only look like secrets unchanged",
+    ),
+    pytest.param(
+        Case(
             "job 3f2a admitted to pool h100-shared-dev-a-pool; signal SIGTERM; design=sigma",
             "job 3f2a admitted to pool h100-shared-dev-a-pool; signal SIGTERM; design=sigma",
         ),
@@ -150,6 +178,15 @@ def test_redact(case: Case) -> None:
     if case.secret:
         assert case.secret not in out
     assert redact(out) == out  # idempotent
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_redacted_json_stays_json(case: Case) -> None:
+    document = {"command": ["sh", "-c", f'echo "{case.text}"'], "env": {"X": case.text}}
+    for text in (json.dumps(document), json.dumps(document, indent=2)):
+        redacted = json.loads(redact(text))
+        if case.secret:
+            assert case.secret not in json.dumps(redacted)
 
 
 def test_redact_bytes_keeps_bytes_that_are_not_utf8() -> None:
@@ -183,6 +220,53 @@ def test_filter_redacts_arguments_and_tracebacks() -> None:
     text = stream.getvalue()
     assert "argsecret" not in text and "excsecret" not in text
     assert f"gp_sig={MASK}" in text and "RuntimeError" in text
+
+
+@dataclass(frozen=True)
+class RecordCase:
+    msg: object
+    args: tuple[object, ...]
+    expected: str
+    keeps_args: bool = True
+
+
+class Url:
+    def __str__(self) -> str:
+        return "https://h/x?gp_sig=objsecret"
+
+
+RECORD_CASES = [
+    pytest.param(
+        RecordCase(
+            "%s - %s %d", ("1.2.3.4", "GET /a?sig=s3cr3t", 200), f"1.2.3.4 - GET /a?sig={MASK} 200"
+        ),
+        id="access log arguments stay arguments",
+    ),
+    pytest.param(
+        RecordCase(
+            "HTTP Request: %s %s", ("GET", Url()), f"HTTP Request: GET https://h/x?gp_sig={MASK}"
+        ),
+        id="an object argument is redacted when formatted",
+    ),
+    pytest.param(
+        RecordCase("%s?sig=%s", ("https://h/x", "splitsecret"), f"https://h/x?sig={MASK}", False),
+        id="a secret split between format and argument",
+    ),
+    pytest.param(
+        RecordCase(RuntimeError("Bearer excsecret"), (), f"Bearer {MASK}"),
+        id="an exception logged as the message",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", RECORD_CASES)
+def test_record_redaction(case: RecordCase) -> None:
+    record = logging.LogRecord("t", logging.INFO, __file__, 1, case.msg, case.args, None)
+    RedactingFilter().filter(record)
+    assert record.getMessage() == case.expected
+    assert (record.args is not None and len(record.args) > 0) == (
+        case.keeps_args and bool(case.args)
+    )
 
 
 def test_stream_catches_a_secret_split_over_writes() -> None:
