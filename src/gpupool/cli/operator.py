@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gpupool.cli.exit_codes import REJECTED
+
+if TYPE_CHECKING:
+    from gpupool.config import Settings
 
 ConfigOption = Annotated[
     Path | None,
@@ -29,6 +32,17 @@ def _fail(message: str, code: int = REJECTED) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _settings(**overrides: object) -> Settings:
+    """The process settings; a bad ``GPUPOOL_*`` value is a clean error, not a traceback."""
+    from gpupool.config import load_settings
+    from gpupool.core.errors import ConfigInvalid
+
+    try:
+        return load_settings(**overrides)
+    except ConfigInvalid as exc:
+        raise _fail(exc.message) from None
+
+
 def server(
     config: ConfigOption = None,
     host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
@@ -37,12 +51,11 @@ def server(
     log_level: Annotated[str | None, typer.Option(help="debug, info, warning, error.")] = None,
 ) -> None:
     """Run the control plane (API + scheduler) on this machine."""
-    from gpupool.config import load_settings
     from gpupool.core.errors import ConfigInvalid
     from gpupool.server.serve import serve
     from gpupool.spec.problems import format_problems
 
-    settings = load_settings(home=home, host=host, port=port, log_level=log_level)
+    settings = _settings(home=home, host=host, port=port, log_level=log_level)
     try:
         serve(settings, config, echo=typer.echo)
     except ConfigInvalid as exc:
@@ -66,13 +79,12 @@ def token_create(
     """Print a new API token for USER."""
     from gpupool.auth.audit import OK, AuditEntry, operator_actor, record
     from gpupool.auth.tokens import create_token
-    from gpupool.config import load_settings
     from gpupool.controller.clock import SystemClock
     from gpupool.core.errors import ConfigInvalid
     from gpupool.server.serve import resolve_config
     from gpupool.state.db import make_engine, session_factory
 
-    settings = load_settings(home=home)
+    settings = _settings(home=home)
     try:
         config = resolve_config(settings, None)
     except ConfigInvalid as exc:
@@ -100,12 +112,11 @@ def token_revoke(
     """Revoke a token at once."""
     from gpupool.auth.audit import OK, AuditEntry, operator_actor, record
     from gpupool.auth.tokens import revoke_token
-    from gpupool.config import load_settings
     from gpupool.controller.clock import SystemClock
     from gpupool.core.errors import NotFound
     from gpupool.state.db import make_engine, session_factory, upgrade
 
-    engine = make_engine(load_settings(home=home).database_url)
+    engine = make_engine(_settings(home=home).database_url)
     upgrade(engine)
     try:
         with session_factory(engine).begin() as session:

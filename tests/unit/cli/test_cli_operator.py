@@ -86,3 +86,14 @@ def test_operator_actions_are_audited(home_with_config: Path) -> None:
     assert all(r.actor.startswith("operator:") for r in rows)
     assert rows[1].token_id == rows[2].token_id == token_id
     assert rows[1].target == "user bob"
+
+
+def test_server_refuses_oidc_settings_without_audience(
+    tmp_path: Path, demo_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUPOOL_OIDC_ISSUER", "https://idp.example.com")
+    monkeypatch.delenv("GPUPOOL_OIDC_AUDIENCE", raising=False)
+    home = tmp_path / "home"
+    done = runner.invoke(app, ["server", "--config", str(demo_path), "--home", str(home)])
+    assert done.exit_code == 5
+    assert "GPUPOOL_OIDC_AUDIENCE" in done.output
