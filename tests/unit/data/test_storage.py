@@ -122,3 +122,15 @@ def test_names_that_are_not_one_directory_are_refused(tmp_path: Path, name: str)
         home_dir(tmp_path, name)
     with pytest.raises(ValueError, match="cannot be a directory name"):
         team_root(tmp_path, name)
+
+
+def test_server_start_names_the_storage_problem(tmp_path: Path) -> None:
+    from gpupool.config import load_settings
+    from gpupool.core.errors import ConfigInvalid
+    from gpupool.server.serve import prepare_storage
+
+    blocker = tmp_path / "data"
+    blocker.write_text("a file where the storage root should be")
+    config = parse_config(CONFIG + f"storage: {{root: {blocker}}}\n", "test.yaml")
+    with pytest.raises(ConfigInvalid, match=r"cannot prepare team storage: .*check storage\.root"):
+        prepare_storage(config, load_settings({}, home=tmp_path / "home"))
