@@ -75,6 +75,10 @@ CASES = [
         id="adding a user to a mapped group grants access at once",
     ),
     pytest.param(
+        [Step({"TeamA": ["dave"]}, "dave", "POST", "/v1/jobs", 403)],
+        id="a group member without a POSIX identity may not submit",
+    ),
+    pytest.param(
         [Step({"TeamA": ["vera"]}, "vera", "POST", "/v1/jobs/{job}/cancel", 403)],
         id="an explicit viewer entry wins over group membership",
     ),
@@ -95,7 +99,8 @@ def test_membership_follows_the_directory(api: Api, directory: Path, steps: list
     for step in steps:
         write(directory, step.groups)
         path = step.path.format(job=job)
-        response = api.client.request(step.method, path, headers=api.as_(step.user))
+        body = {"command": ["true"], "team": "team-a"} if path == "/v1/jobs" else None
+        response = api.client.request(step.method, path, json=body, headers=api.as_(step.user))
         assert response.status_code == step.want_status, (step, response.text)
 
 

@@ -139,14 +139,38 @@ def test_removal_from_the_group_revokes_at_the_next_token(api: Api, provider: Pr
     assert api.client.get(f"/v1/jobs/{job}", headers=bearer(after)).status_code == 403
 
 
-def test_mutations_by_oidc_users_are_audited(api: Api, provider: Provider) -> None:
-    provider.set_users({"dave": ["TeamA"]})
+@dataclass
+class Submit:
+    user: str
+    groups: list[str]
+    want_status: int
+    want_outcome: str
+
+
+SUBMITS = [
+    pytest.param(Submit("alice", [], 201, "ok"), id="configured user submits"),
+    pytest.param(
+        Submit("dave", ["TeamA"], 403, "forbidden"),
+        id="group member without a POSIX identity may not submit",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", SUBMITS)
+def test_submits_by_oidc_users_are_audited(api: Api, provider: Provider, case: Submit) -> None:
+    provider.set_users({case.user: case.groups})
     response = api.client.post(
-        "/v1/jobs", json={"command": ["true"]}, headers=bearer(provider.sign_in("dave"))
+        "/v1/jobs",
+        json={"command": ["true"], "team": "team-a"},
+        headers=bearer(provider.sign_in(case.user)),
     )
-    assert response.status_code == 201, response.text
+    assert response.status_code == case.want_status, response.text
     entry = api.client.get("/v1/audit", headers=api.as_("admin")).json()["items"][0]
-    assert (entry["actor"], entry["team"], entry["outcome"]) == ("dave", "team-a", "ok")
+    assert (entry["actor"], entry["team"], entry["outcome"]) == (
+        case.user,
+        "team-a",
+        case.want_outcome,
+    )
     assert entry["token_id"].startswith("jwt:")
 
 

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gpupool.auth.principal import Action, Principal, authorize
 from gpupool.controller.clock import Clock
-from gpupool.core.errors import Conflict, InvalidRequest, NotFound
+from gpupool.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from gpupool.core.jobs import ACTIVE, TERMINAL, JobStatus
 from gpupool.server.schemas import JobOut, JobPage, JobSubmit, ReasonOut, WhyOut
 from gpupool.server.services.submit_checks import (
@@ -67,6 +67,13 @@ class JobService:
         config = self._config()
         team = resolve_team(body, principal, config)
         authorize(principal, Action.MUTATE, team)
+        if principal.user not in config.users:
+            # Team membership may come from identity-provider groups alone, but a job must
+            # run as someone: without a POSIX identity it would run as the server's user.
+            raise Forbidden(
+                f"user {principal.user!r} has no POSIX identity: an operator must add them "
+                "under users: (uid, gid) in the configuration before they can submit jobs"
+            )
         gpu_types = check_against_config(body, team, config)
         inputs, outputs = check_data_paths(body, principal.user)
         if key is not None:
