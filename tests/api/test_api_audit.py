@@ -180,3 +180,22 @@ def test_time_window(api: Api) -> None:
     at = entries(api)["items"][0]["at"]
     assert len(entries(api, since=at)["items"]) == 1
     assert entries(api, until=at)["items"] == []
+
+
+def test_a_crash_is_recorded_as_internal(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fastapi.testclient import TestClient
+
+    def crash(*_args: object) -> None:
+        raise RuntimeError("boom")
+
+    job = api.submit("alice")["id"]
+    monkeypatch.setattr(api.runtime.jobs, "cancel", crash)
+    with TestClient(api.client.app, raise_server_exceptions=False) as client:
+        response = client.post(f"/v1/jobs/{job}/cancel", headers=api.as_("alice"))
+    assert response.status_code == 500
+    newest = entries(api, limit=1)["items"][0]
+    assert (newest["action"], newest["outcome"], newest["status"]) == (
+        "job.cancel",
+        "internal",
+        500,
+    )

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _ERROR_BODY_MAX = 64 * 1024
 _STATE_KEY = "audit_note"
+# What the server's last-resort handler answers for an unhandled exception.
+_INTERNAL = b'{"error": {"code": "internal"}}'
 
 
 @dataclass
@@ -87,7 +89,7 @@ class AuditMiddleware:
             await self.app(scope, receive, hold)
         except Exception:
             if not held:  # nothing answered yet: the outer error handler will answer 500
-                await self._record(scope, 500, b"")
+                await self._record(scope, 500, _INTERNAL)
             raise
 
     async def _record(self, scope: Scope, status: int, error_body: bytes) -> None:
