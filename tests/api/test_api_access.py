@@ -80,3 +80,18 @@ def test_lists_show_only_readable_teams(api: Api) -> None:
     assert {j["team"] for j in admin_sees} == {"team-a", "team-b"}
     teams = api.client.get("/v1/teams", headers=api.as_("bob")).json()["items"]
     assert [t["name"] for t in teams] == ["team-b"]
+
+
+@pytest.mark.parametrize(
+    ("bearer", "want_message"),
+    [
+        pytest.param("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln", "OIDC is not set up", id="jwt"),
+        pytest.param("gpt_abc_not-the-secret", "invalid API token", id="wrong secret"),
+        pytest.param("hunter2", "invalid API token", id="not a token at all"),
+    ],
+)
+def test_bad_bearers_say_why_and_are_not_echoed(api: Api, bearer: str, want_message: str) -> None:
+    response = api.client.get("/v1/jobs", headers={"Authorization": f"Bearer {bearer}"})
+    assert response.status_code == 401
+    assert want_message in response.json()["error"]["message"]
+    assert bearer not in response.text
