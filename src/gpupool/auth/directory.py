@@ -32,6 +32,7 @@ class Directory:
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
         self._groups_of: dict[str, frozenset[str]] = {}
+        self._loaded = False
 
     def groups_of(self, user: str) -> frozenset[str]:
         return self._current().get(user, frozenset())
@@ -46,11 +47,11 @@ class Directory:
         except OSError:
             stamp = None
         with self._lock:
-            if stamp != self._stamp or stamp is None:
+            if stamp != self._stamp or not self._loaded:
                 self._groups_of = self._load() if stamp is not None else {}
-                if stamp is None:
+                if stamp is None:  # logged once per disappearance, not per request
                     log.error("directory file %s is missing: no group grants access", self._path)
-                self._stamp = stamp
+                self._stamp, self._loaded = stamp, True
             return self._groups_of
 
     def _load(self) -> dict[str, frozenset[str]]:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-from gpupool.auth.directory import invert
+from gpupool.auth.directory import Directory, invert
 
 
 @dataclass
@@ -38,3 +39,14 @@ def test_invert(case: Case) -> None:
             invert(case.data)
     else:
         assert invert(case.data) == case.want
+
+
+def test_directory_follows_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "directory.json"
+    directory = Directory(path)
+    assert directory.groups_of("dave") == frozenset()  # missing: nothing
+    path.write_text('{"TeamA": ["dave"]}')
+    assert directory.groups_of("dave") == frozenset({"TeamA"})
+    path.unlink()
+    assert directory.groups_of("dave") == frozenset()
+    assert not directory.knows("dave")
