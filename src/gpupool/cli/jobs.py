@@ -55,6 +55,18 @@ def submit(
     max_runtime: Annotated[
         int | None, typer.Option(min=1, help="Maximum runtime in seconds.")
     ] = None,
+    input_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--input", help="Input under the team's storage, e.g. shared/datasets/x; repeatable."
+        ),
+    ] = None,
+    output_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--output", help="Output under the team's storage, e.g. home/me/ckpt; repeatable."
+        ),
+    ] = None,
     idempotency_key: Annotated[
         str | None, typer.Option(help="Retrying with the same key returns the same job.")
     ] = None,
@@ -76,6 +88,8 @@ def submit(
             backend=backend,
             env=parse_env(env or []),
             max_runtime_s=max_runtime,
+            inputs=input_,
+            outputs=output_,
             idempotency_key=idempotency_key,
         )
     if as_json:

@@ -29,6 +29,9 @@ def test_submit_maps_every_flag(api: FakeApi, runner: CliRunner) -> None:
             "--env", "SEED=1",
             "--env", "URL=http://a?b=c",
             "--max-runtime", "3600",
+            "--input", "shared/datasets/x",
+            "--input", "home/alice/cfg.yaml",
+            "--output", "home/alice/ckpt",
             "--idempotency-key", "retry-1",
             "--",
             "python", "train.py", "--lr", "3e-4",
@@ -48,6 +51,8 @@ def test_submit_maps_every_flag(api: FakeApi, runner: CliRunner) -> None:
         "kind": "training",
         "env": {"SEED": "1", "URL": "http://a?b=c"},
         "max_runtime_s": 3600,
+        "inputs": ["shared/datasets/x", "home/alice/cfg.yaml"],
+        "outputs": ["home/alice/ckpt"],
     }
 
 
