@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import pytest
 
 from gpupool.backends.base import Backend, BackendStatus, JobHandle, JobSpec, LogChunk
-from gpupool.data.grants.base import Grant
+from gpupool.data.grants.base import Grant, GrantError
 from support.apikit import Api
 
 POOL = "demo-shared-dev-t4-pool"
@@ -247,3 +247,28 @@ def test_submit_rejects_paths_outside_the_team_areas(api: Api, case: BadPaths) -
     )
     assert response.status_code == 422
     assert [d["field"] for d in response.json()["error"]["details"]] == list(case.fields)
+
+
+def test_a_grant_that_cannot_be_minted_holds_the_attempt_back(
+    api: Api, recording: Recording, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    issuer = api.runtime.controller._grants
+    assert issuer is not None
+    real_issue = issuer.issue
+
+    def unreachable(*args: object, **kwargs: object) -> Grant:
+        raise GrantError("storage unreachable (test outage)")
+
+    monkeypatch.setattr(issuer, "issue", unreachable)
+    job = api.submit("alice", resources={"gpus": 1, "gpu_types": ["t4"]}, inputs=[INPUT])["id"]
+    api.tick_until(lambda: api.status(job) == "admitted", what="the admission")
+    for _ in range(5):
+        api.runtime.controller.tick()
+    assert api.status(job) == "admitted" and recording.specs == []  # held, never sent
+    pools = api.client.get("/v1/pools", headers=api.as_("alice")).json()["items"]
+    t4 = next(p for p in pools if p["name"] == POOL)
+    assert t4["available"] is False and "data grant: storage unreachable" in t4["message"]
+
+    monkeypatch.setattr(issuer, "issue", real_issue)
+    api.tick_until(lambda: api.status(job) == "succeeded", timeout=30, what="the retry")
+    assert recording.specs[0].grant is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import stat
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -10,7 +11,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from gpupool.data.grants.base import scope_for
+from gpupool.backends.base import JobSpec, contract_env
+from gpupool.data.grants.base import ENV_NAMES, scope_for
 from gpupool.data.grants.local import GrantDenied, LocalMinter, Signer, signing_key
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
@@ -131,3 +133,32 @@ def test_configured_key_wins_and_must_be_long(tmp_path: Path) -> None:
     assert not (tmp_path / "grant.key").exists()
     with pytest.raises(ValueError, match="GPUPOOL_GRANT_KEY is too short"):
         signing_key(tmp_path, "short")
+
+
+def test_the_job_gets_the_grant_as_contract_variables_only() -> None:
+    scope = scope_for(
+        team="team-a",
+        job_id="j-1",
+        attempt=1,
+        inputs=["shared/in"],
+        outputs=["shared/out", "home/alice/logs"],
+        now=NOW,
+        max_runtime_s=None,
+        default_runtime_s=3600,
+        margin_s=0,
+    )
+    grant = LocalMinter(Signer(KEY), "http://api").mint(scope, ["shared/out", "home/alice/logs"])
+    spec = JobSpec("j-1", 1, "team-a", "alice", ("true",), "p", "t4", 1, grant=grant)
+    env = contract_env(spec, "/w", "/i", "/o")
+    assert set(ENV_NAMES) <= set(env)
+    assert env["GPUPOOL_GRANT_KIND"] == "local"
+    assert env["GPUPOOL_GRANT_EXPIRES_AT"] == "2030-01-01T01:00:00+00:00"
+    assert json.loads(env["GPUPOOL_INPUT_URLS"]) == dict(grant.inputs)
+    outputs = json.loads(env["GPUPOOL_OUTPUT_URLS"])
+    assert list(outputs) == ["home/alice/logs", "shared/out"]
+    assert outputs["shared/out"]["method"] == "PUT"
+    assert env["GPUPOOL_OUTPUT_URL"] == grant.outputs["shared/out"].url  # the first declared
+    assert "gp_sig" not in repr(spec)
+    assert "GPUPOOL_INPUT_URLS" not in contract_env(
+        JobSpec("j-1", 1, "team-a", "alice", ("true",), "p", "t4", 1), "/w", "/i", "/o"
+    )
