@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Row
+from sqlalchemy import Row, func, select
 
 from gpupool.backends.base import PoolCapacity
 from gpupool.scheduler import (
@@ -20,6 +20,7 @@ from gpupool.scheduler import (
     Placement,
     Policy,
     PoolView,
+    Queueing,
     QuotaView,
     RunningJob,
     Snapshot,
@@ -48,6 +49,12 @@ PENDING_COLUMNS = (
     JobRow.gpu_types,
     JobRow.attempt,
     JobRow.max_runtime_s,
+    # When a requeued job re-entered the queue: its last attempt's end (none at attempt 0).
+    select(func.max(AttemptRow.finished_at))
+    .where(AttemptRow.job_id == JobRow.id)
+    .correlate(JobRow)
+    .scalar_subquery()
+    .label("queued_at"),
 )
 ACTIVE_COLUMNS = (
     JobRow.id,
@@ -84,6 +91,7 @@ def pending_job(row: Row[Any]) -> PendingJob:
         memory_gb=row.memory_gb,
         gpu_types=tuple(row.gpu_types),
         max_runtime_s=row.max_runtime_s,
+        queued_at=None if row.queued_at is None else row.queued_at.timestamp(),
     )
 
 
@@ -195,4 +203,5 @@ def policy_for(config: ClusterConfig) -> Policy:
         default_preemption=preemption_policy(settings.preemption),
         preemption_budget=settings.preemption_budget,
         starvation_after_s=settings.starvation_after_s,
+        queueing=Queueing(settings.queueing),
     )

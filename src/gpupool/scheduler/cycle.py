@@ -9,7 +9,8 @@ The cycle is a pipeline; each numbered step is one function:
    (:func:`decide`): admit it where it fits outright (:mod:`gpupool.scheduler.assignment`) or by
    backfilling held room; else claim victims or ending jobs (:mod:`gpupool.scheduler.preemption`);
    else set it aside with its reasons, holding room for it when it starves
-   (:mod:`gpupool.scheduler.reservations`), and let the team's next job go (best-effort FIFO).
+   (:mod:`gpupool.scheduler.reservations`), and let the team's next job go (best-effort FIFO;
+   with strict FIFO the team's later jobs wait BLOCKED behind it).
 4. :func:`collect_result` freezes the decisions into a :class:`CycleResult`.
 
 Invariants: the snapshot is never changed; the same snapshot and policy give the same result
@@ -47,6 +48,7 @@ from gpupool.scheduler.snapshot import (
     PendingReason,
     Policy,
     Preemption,
+    Queueing,
     Snapshot,
 )
 from gpupool.scheduler.workspace import Workspace
@@ -104,6 +106,7 @@ def admit_heads(
     cycle = _Cycle(ws, policy, reservations or Reservations(ws, policy))
     heads = Heads(queues, _head_key(cycle))
     limit = policy.max_admissions
+    strict = policy.queueing is Queueing.STRICT_FIFO
     while limit is None or len(cycle.decisions.admissions) < limit:
         queue = heads.top()
         if queue is None:
@@ -111,7 +114,13 @@ def admit_heads(
         job = queue.head
         assert job is not None  # only teams with a head are in the heap
         others_changed = decide(job, cycle)
-        heads.advance_top()  # after deciding: the team's next key must see its new usage
+        if strict and job.id in cycle.decisions.pending:
+            blocked = (reasons.behind_head(job),)
+            for later in queue.drain():
+                cycle.decisions.pending[later.id] = blocked
+            heads.drop_top()
+        else:
+            heads.advance_top()  # after deciding: the team's next key must see its new usage
         if others_changed:
             heads.refresh()
     return cycle.decisions

@@ -177,7 +177,7 @@ class Preemptor:
             else [t for t in ws.cohort_members(cohort) if t != job.team and ws.borrowing(t, f)]
         )
         attempts: list[tuple[bool, list[_Rule]]] = []
-        if job.total_gpus <= ws.quota(job.team, f).nominal:
+        if self._may_fit_within(job, f, policy):
             reclaim: list[_Rule] = []
             if policy.reclaim is Reclaim.ANY:
                 reclaim = [(t, None, None) for t in others]
@@ -190,6 +190,25 @@ class Preemptor:
             borrow = [(t, job.priority, cap) for t in others]
         attempts.append((False, same + borrow))
         return [(within, rules) for within, rules in attempts if rules]
+
+    def _may_fit_within(self, job: PendingJob, f: str, policy: PreemptionPolicy) -> bool:
+        """Necessary for attempt a: the team's usage, less all of its own that could end or be
+        preempted, leaves room for the job within nominal. Other teams' victims never lower
+        the team's own usage, so without this a team at its nominal would search (and fail)
+        for every job it queues, every cycle."""
+        ws, team = self._ws, job.team
+        nominal, need = ws.quota(team, f).nominal, job.total_gpus
+        if need > nominal:
+            return False
+        used = ws.used(team, f)
+        if used + need <= nominal:
+            return True
+        freeable = sum(j.gpus for j in self._index.ending(f) if j.team == team)
+        if policy.within_team is WithinTeam.LOWER_PRIORITY:
+            below = job.priority
+            own = self._index.team_jobs(f, team)
+            freeable += sum(j.gpus for j in takewhile(lambda j: j.priority < below, own))
+        return used - freeable + need <= nominal
 
     def _candidates(self, f: str, rules: list[_Rule]) -> Iterator[RunningJob]:
         """Unclaimed terminating jobs, then the rules' jobs merged in the documented order."""
@@ -350,7 +369,10 @@ class Preemptor:
                 continue
             if strict == _PERMISSIVE:
                 continue
+            tried = self._attempts(job, f, strict)  # these searches failed already
             for within, rules in self._attempts(job, f, _PERMISSIVE):
+                if (within, rules) in tried:
+                    continue
                 chosen = self._search(job, job_shape(job), f, pools[f], rules, within)
                 if chosen:
                     victims = [c for c in chosen if not c.terminating]

@@ -107,6 +107,12 @@ class TeamQueue:
         """Move past the head, admitted or set aside (best-effort FIFO)."""
         self._next += 1
 
+    def drain(self) -> list[PendingJob]:
+        """Every job after the head, in order; the queue is left empty (strict FIFO)."""
+        rest = self._jobs[self._next + 1 :]
+        self._next = len(self._jobs)
+        return rest
+
 
 def build_queues(
     pending: Iterable[PendingJob], starving: Callable[[PendingJob], bool] = _never_starving
@@ -147,6 +153,10 @@ class Heads:
             heapq.heappop(self._heap)
         else:
             heapq.heapreplace(self._heap, (self._key(head), queue))
+
+    def drop_top(self) -> None:
+        """The top team is done for this cycle (its queue was drained)."""
+        heapq.heappop(self._heap)
 
     def refresh(self) -> None:
         """Re-key every team: needed after a decision changed other teams' usage."""

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from gpupool.core.quota import QuotaCheck, QuotaVerdict
 from gpupool.scheduler.capacity import Shape
-from gpupool.scheduler.snapshot import PendingReason, ReasonCode, RunningJob
+from gpupool.scheduler.snapshot import PendingJob, PendingReason, ReasonCode, RunningJob
 
 
 def _plural(count: int, word: str) -> str:
@@ -138,3 +138,9 @@ def holding(gpu_type: str, nodes: Sequence[str], since: float, due: float) -> Pe
         "when the jobs running there will have ended"
     )
     return PendingReason(gpu_type, ReasonCode.CAPACITY, message)
+
+
+def behind_head(head: PendingJob) -> PendingReason:
+    """Strict FIFO: the team's head waits, so nothing behind it starts."""
+    message = f"waits behind {head.id}, the first job of team {head.team} (strict FIFO queueing)"
+    return PendingReason("*", ReasonCode.BLOCKED, message)

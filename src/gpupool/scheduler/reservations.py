@@ -1,8 +1,10 @@
 """Starvation protection (Q8): reservations for jobs that waited too long, and backfill.
 
-A pending job is *starving* when ``policy.starvation_after_s`` is set and
-``now - submitted_at >= starvation_after_s``. Starving jobs go first (:mod:`queues`); one that
-still fits neither outright nor by preemption gets a :class:`Reservation`:
+A pending job is *starving* when ``policy.starvation_after_s`` is set and it has waited that
+long since it last entered the queue (``PendingJob.waiting_since``: a preempted job keeps its
+submit time, and so its place, but its wait starts again). Starving jobs go first
+(:mod:`queues`); one that still fits neither outright nor by preemption gets a
+:class:`Reservation`:
 
 * **Where.** Over its gpu types, the usable pools of those types on which its quota fits now,
   the pool where ``nodes`` nodes will have room earliest. A node's time is when enough of the
@@ -77,7 +79,7 @@ class Reservations:
         self._futile: dict[tuple[str, Shape, tuple[str, ...]], tuple[int, int]] = {}
 
     def starving(self, job: PendingJob) -> bool:
-        return self._after is not None and self._ws.now - job.submitted_at >= self._after
+        return self._after is not None and self._ws.now - job.waiting_since >= self._after
 
     def may_reserve(self, job: PendingJob, types: tuple[str, ...]) -> bool:
         """False when :meth:`reserve` would surely return ``None`` for ``job`` now: its team

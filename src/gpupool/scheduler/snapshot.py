@@ -108,10 +108,18 @@ class PendingJob:
     memory_gb: float = 0.0
     gpu_types: tuple[str, ...] = ()
     max_runtime_s: float | None = None
+    # When it last entered the queue, if not at submit (a preempted or lost attempt's end).
+    # Starvation counts from here: a victim requeued with its old submit time has not waited,
+    # and must not jump ahead of the job that reclaimed its GPUs.
+    queued_at: float | None = None
 
     @property
     def total_gpus(self) -> int:
         return self.gpus * self.nodes
+
+    @property
+    def waiting_since(self) -> float:
+        return self.submitted_at if self.queued_at is None else self.queued_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +140,13 @@ class Reclaim(StrEnum):
     NEVER = "never"
     LOWER_PRIORITY = "lower_priority"  # reclaim only from lower-priority borrowing jobs
     ANY = "any"  # reclaim from any job running on borrowed quota
+
+
+class Queueing(StrEnum):
+    """What a team's later jobs do when its head job cannot start (Kueue's queueing strategies)."""
+
+    BEST_EFFORT_FIFO = "best_effort_fifo"  # later jobs that fit start (the head keeps its place)
+    STRICT_FIFO = "strict_fifo"  # nothing starts behind a waiting head (head-of-line blocking)
 
 
 class BorrowWithinCohort(StrEnum):
@@ -166,6 +181,8 @@ class Policy:
     ``None`` disables reservations.
     ``fair_share_tolerance``: weighted dominant shares closer than this count as equal, and the
     teams' decayed ``usage_history`` per weight decides between them (Q4).
+    ``queueing``: with ``STRICT_FIFO`` a team whose head job waits starts nothing else this
+    cycle; its later jobs wait with a BLOCKED reason naming the head.
     """
 
     gpu_type_order: tuple[str, ...] = ()
@@ -175,6 +192,7 @@ class Policy:
     preemption_budget: int | None = 10
     starvation_after_s: float | None = None
     fair_share_tolerance: float = 1e-9
+    queueing: Queueing = Queueing.BEST_EFFORT_FIFO
 
 
 class ReasonCode(StrEnum):
@@ -183,7 +201,7 @@ class ReasonCode(StrEnum):
     CAPACITY = "capacity"  # quota allows it but no node has room
     NO_POOL = "no_pool"  # no pool of this type exists (or none the team may use)
     TOO_LARGE = "too_large"  # no node (or not enough nodes) of this type could ever hold it
-    BLOCKED = "blocked"  # not considered: the cycle's admission bound was reached
+    BLOCKED = "blocked"  # not considered: the admission bound, or strict FIFO behind the head
     PREEMPTION = "preemption"  # it would fit only by preempting jobs it may not preempt
     PREEMPTING = "preempting"  # victims were signalled; waiting for them to end
     RESERVED = "reservation"  # the free GPUs are reserved for a job that waited too long

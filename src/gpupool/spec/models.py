@@ -151,6 +151,10 @@ class SchedulerSettings(_Strict):
     starvation_after_s: float | None = Field(
         default=1800.0, gt=0, description="Waiting longer earns a reservation; null: never."
     )
+    queueing: Literal["best_effort_fifo", "strict_fifo"] = Field(
+        default="best_effort_fifo",
+        description="strict_fifo: nothing of a team starts while its first job waits.",
+    )
 
 
 class ClusterConfig(_Strict):
@@ -163,11 +167,11 @@ class ClusterConfig(_Strict):
     teams: dict[str, Team] = Field(default_factory=dict)
     users: dict[str, User] = Field(default_factory=dict)
     scheduler: SchedulerSettings = SchedulerSettings()
+    storage: Storage = Storage()
 
     def default_priority_class(self, team: str | None = None) -> str:
         """The class a job gets when it names none: the team's, else the global default."""
         if team is not None and team in self.teams:
-    storage: Storage = Storage()
             own = self.teams[team].default_priority_class
             if own is not None:
                 return own

@@ -15,6 +15,7 @@ from gpupool.scheduler import (
     Placement,
     Policy,
     PoolView,
+    Queueing,
     QuotaView,
     RunningJob,
     Snapshot,
@@ -416,6 +417,21 @@ ORDER_CASES = [
             want_pending={"big": {CAPACITY}},
         ),
         id="best-effort FIFO: a head that does not fit does not block a small job",
+    ),
+    pytest.param(
+        Case(
+            pools=(pool("h100-a", "h100", node("h1", 4, used=(0, 1, 2))),),
+            teams=(team("team-a", h100=quota(4)), team("team-b", h100=quota(4))),
+            pending=(
+                job("big", "team-a", 4, at=1),
+                job("small", "team-a", 1, at=2),
+                job("other", "team-b", 1, at=3),
+            ),
+            policy=Policy(queueing=Queueing.STRICT_FIFO),
+            want_admitted={"other": ("h100-a", {"h1": (3,)})},
+            want_pending={"big": {CAPACITY}, "small": {ReasonCode.BLOCKED}},
+        ),
+        id="strict FIFO: a waiting head blocks its own team only",
     ),
     pytest.param(
         Case(

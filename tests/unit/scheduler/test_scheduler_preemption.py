@@ -93,8 +93,11 @@ def job(
     at: float = 0.0,
     types: tuple[str, ...] = (),
     runtime: float | None = None,
+    requeued_at: float | None = None,
 ) -> PendingJob:
-    return PendingJob(job_id, team_name, priority, at, gpus, nodes, 0.0, 0.0, types, runtime)
+    return PendingJob(
+        job_id, team_name, priority, at, gpus, nodes, 0.0, 0.0, types, runtime, requeued_at
+    )
 
 
 def occupied(pools: tuple[PoolView, ...], running: tuple[RunningJob, ...]) -> tuple[PoolView, ...]:
@@ -498,6 +501,24 @@ ORDER_CASES = [
             want_pending={"urgent": {CAPACITY}},
         ),
         id="a starving head goes before other teams' heads",
+    ),
+    pytest.param(
+        Case(
+            pools=(pool("h100-a", "h100", node("h1")),),
+            teams=(
+                team("team-a", "research", h100=quota(0)),
+                team("team-b", "research", h100=quota(8)),
+            ),
+            running=(run("r1", "team-c", "h1", (0, 1, 2)),),
+            pending=(
+                job("victim", "team-a", 1, at=0, requeued_at=95),
+                job("reclaimer", "team-b", 1, at=80),
+            ),
+            policy=Policy(starvation_after_s=60),
+            want_admitted={"reclaimer": {"h1": (3,)}},
+            want_pending={"victim": {CAPACITY}},
+        ),
+        id="a requeued victim keeps its submit time but starts waiting again",
     ),
     pytest.param(
         Case(
