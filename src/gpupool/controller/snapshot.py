@@ -158,19 +158,7 @@ def build_snapshot(
         )
         for pool in config.pools
     )
-    teams = {
-        name: TeamView(
-            name=name,
-            cohort=team.cohort,
-            weight=team.weight,
-            quota={
-                gpu_type: QuotaView(q.nominal, q.borrowing_limit, q.lending_limit)
-                for gpu_type, q in team.quota.items()
-            },
-            usage_history=(usage_history or {}).get(name, 0.0),
-        )
-        for name, team in config.teams.items()
-    }
+    teams = team_views(config, usage_history or {})
     # A team removed from the configuration keeps its jobs, but they cannot be scheduled.
     known = tuple(job for job in pending if job.team in teams)
     return Snapshot(now=now, pools=pools, teams=teams, running=tuple(running), pending=known)
@@ -205,3 +193,70 @@ def policy_for(config: ClusterConfig) -> Policy:
         starvation_after_s=settings.starvation_after_s,
         queueing=Queueing(settings.queueing),
     )
+
+
+class PoolState:
+    """The pools' node views kept up to date as attempts take and free devices, for callers
+    that build a snapshot every few milliseconds (the simulator): a node's view is rebuilt
+    only when something on it changed, instead of every node at every cycle. Devices only;
+    cpus and memory of jobs are not tracked (the simulator's jobs ask for none)."""
+
+    def __init__(self, config: ClusterConfig) -> None:
+        self._config = config
+        self._shape: dict[str, tuple[str, int, float, float]] = {}  # node -> pool, gpus, ...
+        self._used: dict[str, set[int]] = {}
+        self._views: dict[str, list[NodeView]] = {}
+        self._dirty: set[str] = set()
+        for pool in config.pools:
+            views = []
+            for i in range(pool.nodes):
+                name = node_name(pool.name, i)
+                self._shape[name] = (pool.name, pool.node.gpus, pool.node.cpus, pool.node.memory_gb)
+                self._used[name] = set()
+                views.append(NodeView(name, pool.node.gpus, pool.node.cpus, pool.node.memory_gb))
+            self._views[pool.name] = views
+        self._index = {node_name(p.name, i): i for p in config.pools for i in range(p.nodes)}
+
+    def take(self, placements: Sequence[Placement]) -> None:
+        for placement in placements:
+            self._used[placement.node].update(placement.devices)
+            self._dirty.add(placement.node)
+
+    def free(self, placements: Sequence[Placement]) -> None:
+        for placement in placements:
+            self._used[placement.node].difference_update(placement.devices)
+            self._dirty.add(placement.node)
+
+    def pools(self) -> tuple[PoolView, ...]:
+        for name in self._dirty:
+            pool, gpus, cpus, memory = self._shape[name]
+            self._views[pool][self._index[name]] = NodeView(
+                name, gpus, cpus, memory, frozenset(self._used[name])
+            )
+        self._dirty.clear()
+        return tuple(
+            PoolView(
+                name=pool.name,
+                gpu_type=pool.gpu_type,
+                backend=pool.backend,
+                dedicated_to=pool.dedicated_to,
+                nodes=tuple(self._views[pool.name]),
+            )
+            for pool in self._config.pools
+        )
+
+
+def team_views(config: ClusterConfig, usage_history: Mapping[str, float]) -> dict[str, TeamView]:
+    return {
+        name: TeamView(
+            name=name,
+            cohort=team.cohort,
+            weight=team.weight,
+            quota={
+                gpu_type: QuotaView(q.nominal, q.borrowing_limit, q.lending_limit)
+                for gpu_type, q in team.quota.items()
+            },
+            usage_history=usage_history.get(name, 0.0),
+        )
+        for name, team in config.teams.items()
+    }

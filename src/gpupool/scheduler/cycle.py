@@ -10,7 +10,10 @@ The cycle is a pipeline; each numbered step is one function:
    backfilling held room; else claim victims or ending jobs (:mod:`gpupool.scheduler.preemption`);
    else set it aside with its reasons, holding room for it when it starves
    (:mod:`gpupool.scheduler.reservations`), and let the team's next job go (best-effort FIFO;
-   with strict FIFO the team's later jobs wait BLOCKED behind it).
+   with strict FIFO the team's later jobs wait BLOCKED behind it). The run of jobs right behind
+   a waiting head that ask exactly what it asks is set aside with it, for the same reasons
+   (:func:`~gpupool.scheduler.queues.same_request`): so a queue of thousands of identical jobs
+   costs one decision per cycle, not thousands.
 4. :func:`collect_result` freezes the decisions into a :class:`CycleResult`.
 
 Invariants: the snapshot is never changed; the same snapshot and policy give the same result
@@ -68,7 +71,7 @@ def run_cycle(snapshot: Snapshot, policy: Policy | None = None) -> CycleResult:
     policy = policy if policy is not None else Policy()
     workspace = build_workspace(snapshot)  # 1
     reservations = Reservations(workspace, policy)
-    queues = build_queues(snapshot.pending, reservations.starving)  # 2
+    queues = build_queues(snapshot.pending, reservations.starving_before)  # 2
     decisions = admit_heads(queues, workspace, policy, reservations)  # 3
     return collect_result(decisions)  # 4
 
@@ -104,7 +107,8 @@ def admit_heads(
 ) -> Decisions:
     """Step 3: decide heads one at a time, best head first, until queues or the bound run out."""
     cycle = _Cycle(ws, policy, reservations or Reservations(ws, policy))
-    heads = Heads(queues, _head_key(cycle))
+    smallest = {queue.team: queue.smallest for queue in queues}
+    heads = Heads(queues, _head_key(cycle, smallest))
     limit = policy.max_admissions
     strict = policy.queueing is Queueing.STRICT_FIFO
     while limit is None or len(cycle.decisions.admissions) < limit:
@@ -114,7 +118,13 @@ def admit_heads(
         job = queue.head
         assert job is not None  # only teams with a head are in the heap
         others_changed = decide(job, cycle)
-        if strict and job.id in cycle.decisions.pending:
+        waits = cycle.decisions.pending.get(job.id)
+        if waits is not None and not others_changed:
+            # Identical jobs behind a head that waits wait for the same reasons: within a
+            # cycle room only shrinks, so none of them could start where the head could not.
+            for same in queue.skip_same():
+                cycle.decisions.pending[same.id] = waits
+        if strict and waits is not None:
             blocked = (reasons.behind_head(job),)
             for later in queue.drain():
                 cycle.decisions.pending[later.id] = blocked
@@ -172,18 +182,22 @@ def decide(job: PendingJob, cycle: _Cycle) -> bool:
     return False
 
 
-def _head_key(cycle: _Cycle) -> Callable[[PendingJob], HeadKey]:
+def _head_key(
+    cycle: _Cycle, smallest: dict[str, dict[tuple[str, ...], int]]
+) -> Callable[[PendingJob], HeadKey]:
     """The head order of :mod:`gpupool.scheduler.queues`, read from the workspace now.
 
-    What a key reads of the team (its share, history and, per need and gpu types, whether the
-    job fits within nominal) depends only on the team's own usage, so it is remembered per team
-    until ``Workspace.usage_versions`` says that usage changed.
+    What a key reads of the team (its share, history and, per need and gpu types, whether a job
+    fits within nominal) depends only on the team's own usage, so it is remembered per team
+    until ``Workspace.usage_versions`` says that usage changed. ``smallest`` is each team's
+    smallest request per gpu types (:attr:`TeamQueue.smallest`): the team is owed its guarantee
+    while one of them fits within nominal.
     """
     ws, types_of = cycle.ws, cycle.types_of
     tolerance = cycle.policy.fair_share_tolerance
     starving = cycle.reservations.starving
     versions = ws.usage_versions
-    teams: dict[str, tuple[int, float, float, dict[tuple[int, tuple[str, ...]], bool]]] = {}
+    teams: dict[str, tuple[int, float, float, bool]] = {}
 
     def key(job: PendingJob) -> HeadKey:
         name = job.team
@@ -193,15 +207,13 @@ def _head_key(cycle: _Cycle) -> Callable[[PendingJob], HeadKey]:
             team = ws.team(name)
             share = share_key(ws.share(name), tolerance)
             history = history_key(team.usage_history, team.weight)
-            known = teams[name] = (version, share, history, {})
-        need = job.gpus * job.nodes
-        within_by = known[3]
-        within = within_by.get((need, job.gpu_types))
-        if within is None:
-            within = within_by[(need, job.gpu_types)] = any(
-                ws.within_nominal(name, t, need) for t in types_of(job)
+            owed = any(
+                ws.within_nominal(name, t, need)
+                for types, need in smallest.get(name, {}).items()
+                for t in types_of.of(types)
             )
-        return head_order(within, known[1], job, starving=starving(job), history=known[2])
+            known = teams[name] = (version, share, history, owed)
+        return head_order(known[3], known[1], job, starving=starving(job), history=known[2])
 
     return key
 
@@ -215,11 +227,12 @@ class _GpuTypes:
         self._known: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def __call__(self, job: PendingJob) -> tuple[str, ...]:
-        types = self._known.get(job.gpu_types)
+        return self.of(job.gpu_types)
+
+    def of(self, accepted: tuple[str, ...]) -> tuple[str, ...]:
+        types = self._known.get(accepted)
         if types is None:
-            types = self._known[job.gpu_types] = resolve_gpu_types(
-                job.gpu_types, self._order, self._present
-            )
+            types = self._known[accepted] = resolve_gpu_types(accepted, self._order, self._present)
         return types
 
 

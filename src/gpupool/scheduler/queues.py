@@ -4,8 +4,8 @@ Job order within a team (:func:`job_order`): starving jobs first (Q8, see
 :mod:`gpupool.scheduler.reservations`), oldest first among them; then priority high first,
 submit time, id.
 
-Head order across teams (:func:`head_order`) is documented there; in short: starving heads,
-within-nominal heads, lowest weighted dominant share (equal within a tolerance), lowest decayed
+Head order across teams (:func:`head_order`) is documented there; in short: within-nominal
+heads, starving heads, lowest weighted dominant share (equal within a tolerance), lowest decayed
 history per weight, priority, submit time, id.
 
 A team's head key depends only on that team's own usage and head job. An admission changes only
@@ -19,15 +19,12 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 
 from gpupool.scheduler.snapshot import PendingJob
 
 JobKey = tuple[int, float, float, str]
-HeadKey = tuple[int, float, int, float, float, int, float, str]
-
-
-def _never_starving(job: PendingJob) -> bool:
-    return False
+HeadKey = tuple[int, int, float, float, float, int, float, str]
 
 
 def job_order(job: PendingJob, starving: bool = False) -> JobKey:
@@ -64,18 +61,22 @@ def head_order(
 ) -> HeadKey:
     """The cross-team comparator (DESIGN §5.2, Q4, Q8), smallest first:
 
-    1. starving heads (waited ``starvation_after_s`` or more) before all others, the oldest
+    1. teams owed their guarantee: the head, or any job of the team's queue, fits within the
+       team's nominal quota on an acceptable gpu type. Guarantees come first, even before
+       starving borrowers, and a team's job that fits within nominal is decided before other
+       teams borrow, even when a larger job heads its queue (else another team would borrow the
+       room the team just reclaimed, be reclaimed again, and so on every cycle);
+    2. starving heads (waited ``starvation_after_s`` or more) before the others, the oldest
        first (see :func:`job_order`);
-    2. heads that fit within their team's nominal quota on an acceptable gpu type;
     3. lowest weighted dominant share, as :func:`share_key` (equal within the tolerance);
     4. on equal shares, lowest decayed usage history per weight (:func:`history_key`): a team
        that used less over time goes first, so near-ties are broken fairly over time;
     5. priority high first, submit time, job id.
     """
     return (
+        0 if within_nominal else 1,
         0 if starving else 1,
         job.submitted_at if starving else 0.0,
-        0 if within_nominal else 1,
         share,
         history,
         -job.priority,
@@ -84,20 +85,66 @@ def head_order(
     )
 
 
+_BY_SUBMIT = attrgetter("submitted_at", "id")
+_BY_ID = attrgetter("id")
+_BY_PRIORITY = attrgetter("priority")
+_BY_SUBMITTED = attrgetter("submitted_at")
+_REQUEST = attrgetter(
+    "team", "gpus", "nodes", "priority", "gpu_types", "cpus", "memory_gb", "max_runtime_s"
+)
+
+
+def sort_jobs(jobs: list[PendingJob], starving_before: float | None = None) -> list[PendingJob]:
+    """``jobs`` in :func:`job_order`; a job is starving when it has waited since
+    ``starving_before`` or earlier (``None``: none is). Stable sorts on single attributes (C-level
+    keys) give the comparator's order several times faster on the long queues every cycle
+    sorts."""
+    hungry: list[PendingJob] = []
+    if starving_before is None:
+        rest = list(jobs)
+    else:
+        rest = []
+        for job in jobs:
+            since = job.submitted_at if job.queued_at is None else job.queued_at
+            (hungry if since <= starving_before else rest).append(job)
+    rest.sort(key=_BY_SUBMIT)
+    rest.sort(key=_BY_PRIORITY, reverse=True)  # stable: ties keep submit time, id
+    if not hungry:
+        return rest
+    hungry.sort(key=_BY_ID)
+    hungry.sort(key=_BY_PRIORITY, reverse=True)
+    hungry.sort(key=_BY_SUBMITTED)
+    return hungry + rest
+
+
+def same_request(a: PendingJob, b: PendingJob) -> bool:
+    """Same team, shape, gpu types, priority and runtime bound: the scheduler cannot tell
+    them apart except by their place in the queue."""
+    return bool(_REQUEST(a) == _REQUEST(b))
+
+
 class TeamQueue:
     """One team's pending jobs in :func:`job_order`, consumed from the head."""
 
-    __slots__ = ("_jobs", "_next", "team")
+    __slots__ = ("_jobs", "_next", "smallest", "team")
 
     def __init__(
         self,
         team: str,
         jobs: list[PendingJob],
-        starving: Callable[[PendingJob], bool] = _never_starving,
+        starving_before: float | None = None,
     ) -> None:
         self.team = team
-        self._jobs = sorted(jobs, key=lambda job: job_order(job, starving(job)))
+        self._jobs = sort_jobs(jobs, starving_before)
         self._next = 0
+        # The smallest request per accepted gpu types, over the whole queue at the start of
+        # the cycle: whether the team has *any* job waiting that fits within its nominal quota.
+        self.smallest: dict[tuple[str, ...], int] = {}
+        for job in jobs:
+            need = job.gpus * job.nodes
+            known = self.smallest.get(job.gpu_types)
+            if known is None or need < known:
+                self.smallest[job.gpu_types] = need
 
     @property
     def head(self) -> PendingJob | None:
@@ -107,6 +154,18 @@ class TeamQueue:
         """Move past the head, admitted or set aside (best-effort FIFO)."""
         self._next += 1
 
+    def skip_same(self) -> list[PendingJob]:
+        """The run of jobs right after the head that ask exactly what it asks (see
+        :func:`same_request`); the queue moves past them, the head stays."""
+        jobs = self._jobs
+        asked = _REQUEST(jobs[self._next])
+        end = self._next + 1
+        while end < len(jobs) and _REQUEST(jobs[end]) == asked:
+            end += 1
+        run = self._jobs[self._next + 1 : end]
+        del self._jobs[self._next + 1 : end]
+        return run
+
     def drain(self) -> list[PendingJob]:
         """Every job after the head, in order; the queue is left empty (strict FIFO)."""
         rest = self._jobs[self._next + 1 :]
@@ -115,13 +174,13 @@ class TeamQueue:
 
 
 def build_queues(
-    pending: Iterable[PendingJob], starving: Callable[[PendingJob], bool] = _never_starving
+    pending: Iterable[PendingJob], starving_before: float | None = None
 ) -> list[TeamQueue]:
-    """One queue per team with pending jobs, in team name order."""
+    """One queue per team with pending jobs, in team name order (see :func:`sort_jobs`)."""
     by_team: dict[str, list[PendingJob]] = {}
     for job in pending:
         by_team.setdefault(job.team, []).append(job)
-    return [TeamQueue(team, by_team[team], starving) for team in sorted(by_team)]
+    return [TeamQueue(team, by_team[team], starving_before) for team in sorted(by_team)]
 
 
 class Heads:

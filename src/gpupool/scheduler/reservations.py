@@ -78,8 +78,14 @@ class Reservations:
         # (epoch, holds version): an identical job then finds none either.
         self._futile: dict[tuple[str, Shape, tuple[str, ...]], tuple[int, int]] = {}
 
+    @property
+    def starving_before(self) -> float | None:
+        """Jobs waiting since this time or earlier starve (``None``: protection is off)."""
+        return None if self._after is None else self._ws.now - self._after
+
     def starving(self, job: PendingJob) -> bool:
-        return self._after is not None and self._ws.now - job.waiting_since >= self._after
+        before = self.starving_before
+        return before is not None and job.waiting_since <= before
 
     def may_reserve(self, job: PendingJob, types: tuple[str, ...]) -> bool:
         """False when :meth:`reserve` would surely return ``None`` for ``job`` now: its team

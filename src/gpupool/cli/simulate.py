@@ -1,0 +1,122 @@
+"""``gpupool simulate``: replay a cluster trace through the scheduler under several policies.
+
+An operator command like ``server``: it runs the simulator in this process (nothing talks to a
+server), so its imports are done inside the command and the user commands never load them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpupool.cli.exit_codes import REJECTED, USAGE
+
+
+def simulate(
+    trace: Annotated[Path, typer.Option(help="Trace CSV (see --trace-format).")],
+    trace_format: Annotated[
+        str, typer.Option(help="generic (submit_time,duration_s,gpus,team,...) or philly.")
+    ] = "generic",
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="Cluster configuration YAML to simulate.")
+    ] = None,
+    philly_vcs: Annotated[
+        Path | None,
+        typer.Option(help="Philly VC sizes (vc,node num): one team per VC, 8-GPU nodes."),
+    ] = None,
+    capacity_scale: Annotated[
+        float, typer.Option(help="Scale every pool and quota by this factor.")
+    ] = 1.0,
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(help="hard-quota-fifo, fifo or gpupool; repeat to compare (default: all)."),
+    ] = None,
+    out: Annotated[
+        Path, typer.Option(help="Directory for metrics.json, jobs.csv, report.html.")
+    ] = Path("sim-out"),
+    seed: Annotated[int, typer.Option(help="Seed of --sample.")] = 0,
+    sample: Annotated[float, typer.Option(help="Keep this fraction of the jobs (0-1].")] = 1.0,
+    limit: Annotated[int | None, typer.Option(help="Keep only the first N jobs.")] = None,
+    strict: Annotated[bool, typer.Option(help="Stop at the first bad trace row.")] = False,
+) -> None:
+    """Replay a trace through the production scheduler on a virtual clock, one run per policy,
+    and write metrics.json, jobs.csv and report.html to --out."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from gpupool.core.errors import ConfigInvalid
+    from gpupool.sim.cluster import POLICIES
+    from gpupool.sim.report import table_rows
+    from gpupool.sim.run import Request, SimulationError, prepare, simulate_all, write_outputs
+    from gpupool.sim.trace import TraceError
+
+    console = Console(stderr=True)
+    request = Request(
+        trace=trace,
+        trace_format=trace_format,
+        config=config,
+        philly_vcs=philly_vcs,
+        capacity_scale=capacity_scale,
+        policies=list(policy or POLICIES),
+        out=out,
+        seed=seed,
+        sample=sample,
+        limit=limit,
+        strict=strict,
+    )
+    try:
+        prepared = prepare(request)
+    except (SimulationError, TraceError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(USAGE if isinstance(exc, SimulationError) else REJECTED) from None
+    except ConfigInvalid as exc:
+        console.print(f"[red]error:[/red] {exc.message}")
+        for detail in exc.details or []:
+            console.print(f"  {detail}")
+        raise typer.Exit(REJECTED) from None
+    if prepared.problems:
+        console.print(f"[yellow]{len(prepared.problems)} bad trace rows skipped[/yellow]:")
+        for problem in prepared.problems[:10]:
+            console.print(f"  {trace}: {problem}")
+        if len(prepared.problems) > 10:
+            console.print(f"  ... and {len(prepared.problems) - 10} more")
+    gpus = sum(p.nodes * p.node.gpus for p in prepared.config.pools)
+    console.print(
+        f"{len(prepared.jobs):,} jobs of {len({j.team for j in prepared.jobs})} teams on "
+        f"{gpus:,} GPUs; policies: {', '.join(s.name for s in prepared.setups)}"
+    )
+    columns = (
+        TextColumn("{task.description:>16}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as bar:
+        tasks = {s.name: bar.add_task(s.name, total=len(prepared.jobs)) for s in prepared.setups}
+        steps = {name: 0 for name in tasks}
+
+        def progress(name: str, done: int, total: int) -> None:
+            # Redrawing per event would cost more than the simulation: every 1/500 of the jobs.
+            if done - steps[name] >= max(1, total // 500) or done == total:
+                steps[name] = done
+                bar.update(tasks[name], completed=done)
+
+        metrics, outcomes = simulate_all(prepared, progress)
+    title = f"gpupool simulation of {trace.name} (capacity scale {capacity_scale:g})"
+    paths = write_outputs(out, metrics, outcomes, title)
+    table = Table(title=title)
+    table.add_column("metric")
+    for name in metrics:
+        table.add_column(name, justify="right")
+    for row in table_rows(metrics):
+        table.add_row(*row)
+    Console().print(table)
+    for path in paths:
+        console.print(f"wrote {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate")(simulate)

@@ -1,0 +1,247 @@
+"""The simulated cluster: the Philly configuration, the compared policies and what can ever run.
+
+A policy is a transformation of the user's configuration plus the name of the team each job is
+scheduled as; the scheduler itself is the production one in every case (STYLE §13):
+
+``gpupool``          the configuration as written: borrowing in cohorts, reclaim, fair share,
+                     priorities, reservations for starving jobs.
+``hard-quota-fifo``  every team capped at its nominal quota (no cohorts, no borrowing), strict
+                     FIFO per team: nothing of a team starts while its first job waits (the
+                     per-VC FIFO setting of the Helios study).
+``fifo``             one global strict-FIFO queue with no quotas: every job is scheduled as one
+                     team that owns the whole cluster (metrics still count the real teams).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpupool.spec.models import (
+    ClusterConfig,
+    Cohort,
+    GpuType,
+    NodeShape,
+    Pool,
+    Preemption,
+    Quota,
+    SchedulerSettings,
+    Team,
+)
+
+POLICIES = ("hard-quota-fifo", "fifo", "gpupool")
+EVERYONE = "everyone"  # the one team of the fifo policy
+PHILLY_GPU_TYPE = "gpu"
+PHILLY_NODE_GPUS = 8
+PHILLY_COHORT = "philly"
+PHILLY_CYCLE_S = 10.0
+
+
+class ClusterError(ValueError):
+    """A cluster description that cannot be simulated; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class PolicySetup:
+    name: str
+    config: ClusterConfig
+    team_of: Callable[[str], str]  # trace team -> the team its jobs are scheduled as
+
+
+def read_philly_vcs(path: Path) -> dict[str, int]:
+    """``vc,node num`` rows (the Helios artifact's ``philly_vc.csv``) as VC -> nodes."""
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            rows = list(csv.reader(handle))
+    except OSError as exc:
+        raise ClusterError(f"cannot read the VC sizes {path}: {exc.strerror or exc}") from exc
+    sizes: dict[str, int] = {}
+    for line, row in enumerate(rows[1:], start=2):
+        if len(row) < 2 or not row[1].strip().isdigit():
+            raise ClusterError(f"{path} line {line}: expected 'vc,node num', got {row!r}")
+        sizes[row[0].strip()] = int(row[1])
+    if not sizes:
+        raise ClusterError(f"{path} lists no virtual cluster")
+    return sizes
+
+
+def philly_config(vc_nodes: dict[str, int], trace_teams: set[str], scale: float) -> ClusterConfig:
+    """One team per VC with nominal = its GPUs (scaled), 8-GPU nodes, all in one cohort.
+
+    Each VC keeps at least one node when scaled. Teams of the trace missing from the VC list
+    get nominal 0: they run only on borrowed GPUs (never under hard quotas).
+    """
+    if not scale > 0:
+        raise ClusterError(f"--capacity-scale must be above 0, got {scale}")
+    nodes = {vc: max(1, round(n * scale)) for vc, n in vc_nodes.items()}
+    teams = {
+        _team_name(vc): Team(
+            cohort=PHILLY_COHORT,
+            quota={PHILLY_GPU_TYPE: Quota(nominal=nodes.get(vc, 0) * PHILLY_NODE_GPUS)},
+        )
+        for vc in sorted(set(vc_nodes) | trace_teams)
+    }
+    return ClusterConfig(
+        gpu_types={PHILLY_GPU_TYPE: GpuType()},
+        pools=[
+            Pool(
+                name="philly",
+                backend="local",  # replaced by the simulated backend in every run
+                gpu_type=PHILLY_GPU_TYPE,
+                nodes=sum(nodes.values()),
+                node=NodeShape(gpus=PHILLY_NODE_GPUS, cpus=96, memory_gb=512),
+            )
+        ],
+        cohorts={PHILLY_COHORT: Cohort(description="every Philly VC lends its idle GPUs")},
+        teams=teams,
+        scheduler=SchedulerSettings(cycle_interval_s=PHILLY_CYCLE_S),
+    )
+
+
+def _team_name(vc: str) -> str:
+    """Philly VC ids are hex strings; a name must start with a letter or digit (they do)."""
+    return vc.lower()
+
+
+def policy_setup(config: ClusterConfig, name: str) -> PolicySetup:
+    if name == "gpupool":
+        return PolicySetup(name, config, lambda team: team)
+    if name == "hard-quota-fifo":
+        teams = {
+            team_name: team.model_copy(
+                update={
+                    "cohort": None,
+                    "quota": {
+                        t: Quota(nominal=q.nominal, borrowing_limit=0, lending_limit=0)
+                        for t, q in team.quota.items()
+                    },
+                }
+            )
+            for team_name, team in config.teams.items()
+        }
+        scheduler = _fifo_settings(config.scheduler)
+        capped = config.model_copy(update={"teams": teams, "cohorts": {}, "scheduler": scheduler})
+        return PolicySetup(name, capped, lambda team: team)
+    if name == "fifo":
+        everything = {
+            t: Quota(nominal=sum(p.nodes * p.node.gpus for p in config.pools if p.gpu_type == t))
+            for t in config.gpu_types
+        }
+        pools = [p.model_copy(update={"dedicated_to": None}) for p in config.pools]
+        one = config.model_copy(
+            update={
+                "teams": {EVERYONE: Team(quota=everything)},
+                "cohorts": {},
+                "pools": pools,
+                "scheduler": _fifo_settings(config.scheduler),
+            }
+        )
+        return PolicySetup(name, one, lambda team: EVERYONE)
+    raise ClusterError(f"unknown policy {name!r}: use one of {', '.join(POLICIES)}")
+
+
+def _fifo_settings(settings: SchedulerSettings) -> SchedulerSettings:
+    """Strict FIFO without preemption or reservations: the head simply waits for room."""
+    never = Preemption(within_team="never", reclaim="never")
+    return settings.model_copy(
+        update={"queueing": "strict_fifo", "starvation_after_s": None, "preemption": never}
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A job as the scheduler sees it: ``gpus`` per node on ``nodes`` nodes."""
+
+    gpus: int
+    nodes: int
+
+    @property
+    def total(self) -> int:
+        return self.gpus * self.nodes
+
+
+def job_shape(gpus: int, nodes: int | None, node_gpus: int) -> Shape:
+    """Jobs that fit one node take one node; larger ones are gangs of whole nodes (a 12-GPU
+    job holds two 8-GPU nodes). With ``nodes`` given, the GPUs are spread evenly."""
+    if nodes is not None:
+        return Shape(math.ceil(gpus / nodes) if gpus else 0, nodes)
+    if gpus <= node_gpus or node_gpus <= 0:
+        return Shape(gpus, 1)
+    return Shape(node_gpus, math.ceil(gpus / node_gpus))
+
+
+def largest_node(config: ClusterConfig, gpu_types: tuple[str, ...]) -> int:
+    sizes = [p.node.gpus for p in config.pools if not gpu_types or p.gpu_type in gpu_types]
+    return max(sizes, default=0)
+
+
+def never_runs(config: ClusterConfig, team: str, shape: Shape, gpu_types: tuple[str, ...]) -> str:
+    """Why a job of ``team`` can never start under ``config`` ('' when it can): on every
+    acceptable gpu type it needs more than the team may ever hold (nominal plus what it may
+    borrow) or than any pool it may use could hold when empty."""
+    spec = config.teams.get(team)
+    if spec is None:
+        return f"team {team} is not in the configuration"
+    types = gpu_types or tuple(config.gpu_types)
+    why = []
+    for gpu_type in types:
+        pools = [
+            p for p in config.pools if p.gpu_type == gpu_type and p.dedicated_to in (None, team)
+        ]
+        if not any(p.nodes >= shape.nodes and p.node.gpus >= shape.gpus for p in pools):
+            why.append(f"no {gpu_type} pool holds {shape.nodes} x {shape.gpus} GPUs")
+            continue
+        limit = _quota_ceiling(config, team, gpu_type)
+        if shape.total > limit:
+            why.append(f"needs {shape.total} {gpu_type} GPUs, {team} may hold at most {limit}")
+            continue
+        return ""
+    return "; ".join(why) or "no gpu type to run on"
+
+
+def _quota_ceiling(config: ClusterConfig, team: str, gpu_type: str) -> int:
+    spec = config.teams[team]
+    own = spec.quota.get(gpu_type, Quota())
+    if spec.cohort is None:
+        return own.nominal
+    lendable = sum(
+        (q.nominal if q.lending_limit is None else min(q.lending_limit, q.nominal))
+        for name, other in config.teams.items()
+        if name != team and other.cohort == spec.cohort
+        for t, q in other.quota.items()
+        if t == gpu_type
+    )
+    borrow = lendable if own.borrowing_limit is None else min(own.borrowing_limit, lendable)
+    return own.nominal + borrow
+
+
+def scale_config(config: ClusterConfig, scale: float) -> ClusterConfig:
+    """Every pool's nodes and every quota number times ``scale`` (at least one node a pool)."""
+    if not scale > 0:
+        raise ClusterError(f"--capacity-scale must be above 0, got {scale}")
+    if scale == 1:
+        return config
+
+    def times(value: int | None) -> int | None:
+        return None if value is None else round(value * scale)
+
+    pools = [p.model_copy(update={"nodes": max(1, round(p.nodes * scale))}) for p in config.pools]
+    teams = {
+        name: team.model_copy(
+            update={
+                "quota": {
+                    t: Quota(
+                        nominal=round(q.nominal * scale),
+                        borrowing_limit=times(q.borrowing_limit),
+                        lending_limit=times(q.lending_limit),
+                    )
+                    for t, q in team.quota.items()
+                }
+            }
+        )
+        for name, team in config.teams.items()
+    }
+    return config.model_copy(update={"pools": pools, "teams": teams})

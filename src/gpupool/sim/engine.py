@@ -1,0 +1,361 @@
+"""One policy over one trace: the production scheduler and the simulated backend on a virtual
+clock (P5, STYLE §13).
+
+The loop is the controller's tick with the clock and the store taken out:
+
+1. jobs of the trace arrive at their submit times (a submit makes the scheduler look again);
+2. attempts end when the simulated backend says so (``fake`` runs end at start + duration);
+3. a cycle runs when something changed, at most one per ``cycle_interval_s`` of virtual
+   time, as the controller does: the snapshot is built as the controller builds it (node views
+   kept current by ``PoolState``, teams by ``team_views``, decayed usage by ``UsageMeter``)
+   and the decisions come from ``run_cycle`` with ``policy_for`` of the policy's configuration;
+4. admissions are submitted to the simulated backend; preemption victims are cancelled
+   through it, end at once, and go back to the queue as a new attempt that keeps its submit
+   time and the work it has done (training jobs checkpoint: an attempt resumes).
+
+The one thing the controller has that the simulator does not is the database: the
+controller's SQL reads and writes would make a replay of months of a cluster take hours, and
+they hold no decision. Virtual time jumps from event to event; a starving job (Q8) is woken
+when it crosses ``starvation_after_s`` so reservations are taken as the controller's periodic
+cycle would take them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from gpupool.backends.base import AdapterContext, JobHandle, JobSpec, RunState
+from gpupool.backends.fake import DURATION_ENV, FakeBackend, FakeCluster
+from gpupool.controller.fairshare import UsageMeter
+from gpupool.controller.snapshot import PoolState, policy_for, team_views
+from gpupool.scheduler import PendingJob, RunningJob, Snapshot, run_cycle
+from gpupool.sim.cluster import PolicySetup, Shape, job_shape, largest_node, never_runs
+from gpupool.sim.trace import TraceJob
+
+Progress = Callable[[int], None]  # called with the number of jobs that reached an end
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """One trace job under one policy: what happened to it."""
+
+    trace: TraceJob
+    team: str  # the team it was scheduled as
+    shape: Shape
+    priority: int
+    pending: PendingJob | None = None
+    remaining_s: float = 0.0
+    attempts: int = 0
+    first_start: float | None = None
+    end: float | None = None
+    pool: str = ""
+    unschedulable: str = ""
+    preempted: int = 0
+    # the current attempt
+    handle: JobHandle | None = None
+    running: RunningJob | None = None
+    started: float = 0.0
+    borrowed: int = 0
+
+
+@dataclass(slots=True)
+class Outcome:
+    policy: str
+    jobs: list[JobRecord]
+    total_gpus: int
+    nominal: dict[str, int]  # per trace team, of the configuration as written
+    busy: list[tuple[float, int]] = field(default_factory=list)  # (time, GPUs held) changes
+    preemptions: int = 0
+    borrowed_gpu_s: float = 0.0
+    quota_violation_s: dict[str, float] = field(default_factory=dict)
+    cycles: int = 0
+    events: int = 0
+    wall_s: float = 0.0
+
+
+class Simulation:
+    def __init__(self, setup: PolicySetup, trace: list[TraceJob], nominal: dict[str, int]) -> None:
+        self.setup = setup
+        self.config = config = setup.config
+        self.policy = policy_for(config)
+        self.interval = config.scheduler.cycle_interval_s
+        self.now = 0.0
+        self.cluster = FakeCluster(lambda: self.now)
+        self.backends = {
+            pool.name: FakeBackend(
+                AdapterContext(pool.name, pool.gpu_type, nodes=pool.nodes),
+                cluster=self.cluster,
+            )
+            for pool in config.pools
+        }
+        self.meter = UsageMeter(config.scheduler.fair_share_half_life_s)
+        self.pools = PoolState(config)
+        # When each waiting job started to wait, sorted: the next to starve is found by bisect.
+        self._waits: list[tuple[float, str]] = []
+        self.outcome = Outcome(
+            setup.name,
+            [],
+            sum(p.nodes * p.node.gpus for p in config.pools),
+            nominal,
+        )
+        self.records = [self._record(job) for job in trace]
+        self.outcome.jobs = self.records
+        self.by_id = {r.trace.job_id: r for r in self.records}
+        self.pending: dict[str, JobRecord] = {}
+        self.running: dict[str, JobRecord] = {}
+        self.ends: list[tuple[float, int, str, int]] = []  # (time, seq, job id, attempt)
+        self._seq = 0
+        self.held = 0  # GPUs held by running attempts
+        # quota-guarantee bookkeeping, per trace team
+        self.team_held: dict[str, int] = dict.fromkeys(nominal, 0)
+        self.team_waiting: dict[str, dict[int, int]] = {t: {} for t in nominal}
+        self.violated_since: dict[str, float] = {}
+
+    def _record(self, job: TraceJob) -> JobRecord:
+        config = self.config
+        types = (job.gpu_type,) if job.gpu_type else ()
+        shape = job_shape(job.gpus, job.nodes, largest_node(config, types))
+        team = self.setup.team_of(job.team)
+        cls = job.priority_class or config.default_priority_class(team)
+        priority = config.priority_classes[cls].value if cls in config.priority_classes else 0
+        record = JobRecord(job, team, shape, priority, remaining_s=job.duration_s)
+        record.unschedulable = never_runs(config, team, shape, types)
+        if not record.unschedulable:
+            record.pending = PendingJob(
+                id=job.job_id,
+                team=team,
+                priority=priority,
+                submitted_at=job.submit_s,
+                gpus=shape.gpus,
+                nodes=shape.nodes,
+                gpu_types=types,
+            )
+        return record
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self, progress: Progress | None = None) -> Outcome:
+        started = time.perf_counter()
+        arrivals = [r for r in self.records if not r.unschedulable]
+        next_arrival = 0
+        last_cycle = -math.inf
+        dirty = False
+        wake = math.inf  # when a waiting job starts to starve
+        done = len(self.records) - len(arrivals)
+        events = 0
+        while next_arrival < len(arrivals) or self.ends or self.pending:
+            t_arrival = (
+                arrivals[next_arrival].trace.submit_s if next_arrival < len(arrivals) else math.inf
+            )
+            t_end = self.ends[0][0] if self.ends else math.inf
+            t_cycle = max(last_cycle + self.interval, 0.0) if dirty else wake
+            now = min(t_arrival, t_end, t_cycle)
+            if now == math.inf:
+                break  # waiting jobs that nothing will ever free room for (reported below)
+            self.now = now
+            while next_arrival < len(arrivals) and arrivals[next_arrival].trace.submit_s <= now:
+                self._arrive(arrivals[next_arrival])
+                next_arrival += 1
+                events += 1
+                dirty = True
+            while self.ends and self.ends[0][0] <= now:
+                _, _, job_id, attempt = heapq.heappop(self.ends)
+                if self._end(self.by_id[job_id], attempt):
+                    done += 1
+                    events += 1
+                    dirty = True
+            if (dirty and now >= last_cycle + self.interval) or now >= wake:
+                dirty = self._cycle()
+                last_cycle = now
+                wake = self._next_starvation()
+                events += 1
+            self._check_guarantees()
+            if progress is not None:
+                progress(done)
+        self._close()
+        self.outcome.events = events
+        self.outcome.wall_s = time.perf_counter() - started
+        return self.outcome
+
+    def _arrive(self, record: JobRecord) -> None:
+        assert record.pending is not None
+        self.pending[record.trace.job_id] = record
+        self._waiting(record, +1)
+
+    def _waiting(self, record: JobRecord, delta: int) -> None:
+        assert record.pending is not None
+        entry = (record.pending.waiting_since, record.trace.job_id)
+        if delta > 0:
+            bisect.insort(self._waits, entry)
+        else:
+            del self._waits[bisect.bisect_left(self._waits, entry)]
+        sizes = self.team_waiting.get(record.trace.team)
+        if sizes is None:
+            return
+        need = record.shape.total
+        count = sizes.get(need, 0) + delta
+        if count:
+            sizes[need] = count
+        else:
+            del sizes[need]
+
+    def _cycle(self) -> bool:
+        """One scheduling cycle; True when it preempted (victims' room is seen next cycle)."""
+        now = self.now
+        snapshot = Snapshot(
+            now=now,
+            pools=self.pools.pools(),
+            teams=team_views(self.config, self.meter.usage(now)),
+            running=tuple(r.running for r in self.running.values() if r.running is not None),
+            pending=tuple(r.pending for r in self.pending.values() if r.pending is not None),
+        )
+        result = run_cycle(snapshot, self.policy)
+        self.outcome.cycles += 1
+        for preemption in result.preemptions:
+            self._preempt(self.by_id[preemption.job_id])
+        for admission in result.admissions:
+            record = self.by_id[admission.job_id]
+            self._start(record, admission.pool, admission.gpu_type, admission.placements)
+            record.borrowed = admission.borrowed
+        return bool(result.preemptions)
+
+    def _start(self, record: JobRecord, pool: str, gpu_type: str, placements: tuple) -> None:  # type: ignore[type-arg]
+        now = self.now
+        del self.pending[record.trace.job_id]
+        self._waiting(record, -1)
+        record.attempts += 1
+        spec = JobSpec(
+            job_id=record.trace.job_id,
+            attempt=record.attempts,
+            team=record.team,
+            user="sim",
+            command=("simulated",),
+            pool=pool,
+            gpu_type=gpu_type,
+            gpus_per_node=record.shape.gpus,
+            nodes=record.shape.nodes,
+            cpus=0.0,
+            memory_gb=0.0,
+            env={DURATION_ENV: repr(record.remaining_s)},
+            devices=tuple(p.devices for p in placements),
+        )
+        record.handle = self.backends[pool].submit(spec)
+        run = self.cluster.run(spec.key)
+        assert run is not None
+        self._push_end(run.starts_at + run.duration_s, record)
+        record.running = RunningJob(
+            id=record.trace.job_id,
+            team=record.team,
+            priority=record.priority,
+            gpu_type=gpu_type,
+            pool=pool,
+            placements=placements,
+            started_at=now,
+        )
+        record.started = now
+        record.pool = pool
+        if record.first_start is None:
+            record.first_start = now
+        self.running[record.trace.job_id] = record
+        self.pools.take(placements)
+        gpus = record.running.gpus
+        self.meter.start(record.team, gpus, now)
+        self._hold(record, gpus)
+
+    def _push_end(self, at: float, record: JobRecord) -> None:
+        self._seq += 1
+        heapq.heappush(self.ends, (at, self._seq, record.trace.job_id, record.attempts))
+
+    def _hold(self, record: JobRecord, gpus: int) -> None:
+        self.held += gpus
+        self.outcome.busy.append((self.now, self.held))
+        team = record.trace.team
+        if team in self.team_held:
+            self.team_held[team] += gpus
+
+    def _release(self, record: JobRecord) -> None:
+        running = record.running
+        assert running is not None
+        gpus = running.gpus
+        ran = self.now - record.started
+        self.meter.end(record.team, gpus, record.started, self.now)
+        self.outcome.borrowed_gpu_s += record.borrowed * ran
+        record.remaining_s = max(0.0, record.remaining_s - ran)
+        self._hold(record, -gpus)
+        self.pools.free(running.placements)
+        del self.running[record.trace.job_id]
+        record.running = None
+        record.handle = None
+
+    def _end(self, record: JobRecord, attempt: int) -> bool:
+        """The backend says the attempt ended; False for a stale event (a preempted attempt)."""
+        if record.attempts != attempt or record.handle is None:
+            return False
+        status = self.backends[record.pool].poll([record.handle])[record.handle.key]
+        if status.state is RunState.RUNNING or status.state is RunState.PENDING:
+            raise AssertionError(f"{record.trace.job_id} has not ended at {self.now}: {status}")
+        self._release(record)
+        record.end = self.now
+        return True
+
+    def _preempt(self, record: JobRecord) -> None:
+        assert record.handle is not None
+        self.backends[record.pool].cancel(record.handle, self.config.scheduler.grace_period_s)
+        self._release(record)
+        record.preempted += 1
+        assert record.pending is not None
+        record.pending = replace(record.pending, queued_at=self.now)
+        self.outcome.preemptions += 1
+        self.pending[record.trace.job_id] = record
+        self._waiting(record, +1)
+
+    def _next_starvation(self) -> float:
+        bound = self.policy.starvation_after_s
+        if bound is None:
+            return math.inf
+        # The first job that is not starving yet: waiting since after now - bound.
+        at = bisect.bisect_right(self._waits, (self.now - bound, "\uffff"))
+        return self._waits[at][0] + bound if at < len(self._waits) else math.inf
+
+    # -- quota guarantees ------------------------------------------------------------------
+
+    def _check_guarantees(self) -> None:
+        """A team is short while some waiting job of it would fit within its nominal quota
+        next to what it holds; time short beyond one cycle interval counts as a violation."""
+        now = self.now
+        for team, nominal in self.outcome.nominal.items():
+            sizes = self.team_waiting[team]
+            short = bool(sizes) and min(sizes) <= nominal - self.team_held[team]
+            since = self.violated_since.get(team)
+            if short and since is None:
+                self.violated_since[team] = now
+            elif not short and since is not None:
+                self._count_violation(team, now - since)
+                del self.violated_since[team]
+
+    def _count_violation(self, team: str, span: float) -> None:
+        over = span - self.interval
+        if over > 0:
+            totals = self.outcome.quota_violation_s
+            totals[team] = totals.get(team, 0.0) + over
+
+    def _close(self) -> None:
+        for team, since in self.violated_since.items():
+            self._count_violation(team, self.now - since)
+        self.violated_since.clear()
+        for record in self.pending.values():
+            record.unschedulable = record.unschedulable or "still waiting when the trace ended"
+
+
+def simulate(
+    setup: PolicySetup,
+    trace: list[TraceJob],
+    nominal: dict[str, int],
+    progress: Progress | None = None,
+) -> Outcome:
+    return Simulation(setup, trace, nominal).run(progress)

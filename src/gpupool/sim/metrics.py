@@ -1,0 +1,152 @@
+"""The numbers of one simulated policy, overall and per team (``metrics.json``).
+
+Definitions (seconds unless named otherwise):
+
+* JCT: end - submit of a completed job; queueing delay: JCT - duration (all the time it was
+  not running, including waits after a preemption).
+* utilization: GPU-seconds held by running attempts / (cluster GPUs x makespan); makespan:
+  last end - first submit.
+* borrowed GPU-hours: GPUs admitted above the team's nominal quota x the time they ran.
+* quota-guarantee violation: per team, total time during which a waiting job of the team would
+  have fit within its nominal quota next to what the team held, beyond one scheduling interval
+  of each such spell (the configured quotas count for every policy).
+* Jain's fairness index over per-team normalised service: a team's service is its GPU-weighted
+  run time over its GPU-weighted time in the system (sum gpus x duration / sum gpus x JCT, 1 =
+  never waited); the index is (sum x)^2 / (n sum x^2) over teams with completed jobs, 1 = all
+  teams served alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from gpupool.sim.engine import JobRecord, Outcome
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default); 0 for no values."""
+    if not sorted_values:
+        return 0.0
+    position = (len(sorted_values) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def jain(values: Iterable[float]) -> float:
+    xs = list(values)
+    if not xs or not any(xs):
+        return 1.0
+    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs))
+
+
+def _delays(records: Iterable[JobRecord]) -> dict[str, Any]:
+    done = [r for r in records if r.end is not None]
+    jct = sorted(r.end - r.trace.submit_s for r in done if r.end is not None)
+    queue = sorted(
+        max(0.0, r.end - r.trace.submit_s - r.trace.duration_s) for r in done if r.end is not None
+    )
+    return {
+        "completed": len(done),
+        "avg_jct_s": sum(jct) / len(jct) if jct else 0.0,
+        "p50_jct_s": percentile(jct, 0.5),
+        "p99_jct_s": percentile(jct, 0.99),
+        "avg_queue_s": sum(queue) / len(queue) if queue else 0.0,
+        "p50_queue_s": percentile(queue, 0.5),
+        "p99_queue_s": percentile(queue, 0.99),
+    }
+
+
+def service(records: Iterable[JobRecord]) -> float | None:
+    ran = waited = 0.0
+    for r in records:
+        if r.end is None:
+            continue
+        gpus = r.shape.total
+        ran += gpus * r.trace.duration_s
+        waited += gpus * (r.end - r.trace.submit_s)
+    return ran / waited if waited > 0 else None
+
+
+def busy_gpu_seconds(busy: Sequence[tuple[float, int]], until: float) -> float:
+    total, last_t, last_v = 0.0, None, 0
+    for t, v in busy:
+        if last_t is not None:
+            total += last_v * (t - last_t)
+        last_t, last_v = t, v
+    if last_t is not None and until > last_t:
+        total += last_v * (until - last_t)
+    return total
+
+
+def utilization_series(outcome: Outcome, buckets: int = 200) -> list[tuple[float, float]]:
+    """(bucket start, mean fraction of GPUs held) over the makespan, for the report."""
+    start, end = span(outcome)
+    if end <= start or outcome.total_gpus == 0:
+        return []
+    width = (end - start) / buckets
+    held = [0.0] * buckets
+    changes = outcome.busy
+    for i, (t, value) in enumerate(changes):
+        t_next = changes[i + 1][0] if i + 1 < len(changes) else end
+        a, b = max(t, start), min(t_next, end)
+        while a < b and value:
+            k = min(int((a - start) / width), buckets - 1)
+            edge = min(b, start + (k + 1) * width)
+            held[k] += value * (edge - a)
+            a = edge if edge > a else b
+    return [(start + k * width, held[k] / (width * outcome.total_gpus)) for k in range(buckets)]
+
+
+def span(outcome: Outcome) -> tuple[float, float]:
+    submits = [r.trace.submit_s for r in outcome.jobs]
+    ends = [r.end for r in outcome.jobs if r.end is not None]
+    if not submits or not ends:
+        return 0.0, 0.0
+    return min(submits), max(ends)
+
+
+def summarize(outcome: Outcome) -> dict[str, Any]:
+    records = outcome.jobs
+    start, end = span(outcome)
+    makespan = end - start
+    busy = busy_gpu_seconds(outcome.busy, end)
+    by_team: dict[str, list[JobRecord]] = defaultdict(list)
+    for r in records:
+        by_team[r.trace.team].append(r)
+    per_team: dict[str, Any] = {}
+    services = []
+    for team in sorted(by_team):
+        mine = by_team[team]
+        served = service(mine)
+        if served is not None:
+            services.append(served)
+        per_team[team] = {
+            "jobs": len(mine),
+            "unschedulable": sum(1 for r in mine if r.unschedulable),
+            **_delays(mine),
+            "gpu_hours": sum(r.shape.total * r.trace.duration_s for r in mine if r.end) / 3600,
+            "nominal_gpus": outcome.nominal.get(team, 0),
+            "quota_violation_s": outcome.quota_violation_s.get(team, 0.0),
+            "service": served,
+        }
+    return {
+        "jobs": len(records),
+        "unschedulable": sum(1 for r in records if r.unschedulable),
+        **_delays(records),
+        "utilization": busy / (outcome.total_gpus * makespan) if makespan > 0 else 0.0,
+        "makespan_s": makespan,
+        "preemptions": outcome.preemptions,
+        "borrowed_gpu_hours": outcome.borrowed_gpu_s / 3600,
+        "quota_violation_s": sum(outcome.quota_violation_s.values()),
+        "jain_fairness": jain(services),
+        "cluster_gpus": outcome.total_gpus,
+        "cycles": outcome.cycles,
+        "events": outcome.events,
+        "events_per_s": outcome.events / outcome.wall_s if outcome.wall_s > 0 else 0.0,
+        "wall_s": outcome.wall_s,
+        "per_team": per_team,
+    }

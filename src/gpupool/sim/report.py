@@ -1,0 +1,207 @@
+"""What ``gpupool simulate --out DIR`` writes: ``metrics.json``, ``jobs.csv``, ``report.html``.
+
+The report is one self-contained HTML file (plots inlined as SVG, no scripts, nothing
+fetched), so it opens from disk and can be attached to a ticket. Plots need matplotlib
+(``pip install 'gpupool[sim]'``); without it the report has the tables only and says so.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gpupool.sim.engine import Outcome
+from gpupool.sim.metrics import utilization_series
+
+TABLE_KEYS = (
+    ("jobs", "jobs", "{:,.0f}"),
+    ("completed", "completed", "{:,.0f}"),
+    ("unschedulable", "unschedulable", "{:,.0f}"),
+    ("avg_jct_s", "avg JCT (h)", "hours"),
+    ("p50_jct_s", "p50 JCT (h)", "hours"),
+    ("p99_jct_s", "p99 JCT (h)", "hours"),
+    ("avg_queue_s", "avg queue (h)", "hours"),
+    ("p50_queue_s", "p50 queue (s)", "{:,.0f}"),
+    ("p99_queue_s", "p99 queue (h)", "hours"),
+    ("utilization", "utilization", "{:.1%}"),
+    ("makespan_s", "makespan (days)", "days"),
+    ("preemptions", "preemptions", "{:,.0f}"),
+    ("borrowed_gpu_hours", "borrowed GPU-h", "{:,.0f}"),
+    ("quota_violation_s", "quota violation (h)", "hours"),
+    ("jain_fairness", "Jain fairness", "{:.3f}"),
+    ("wall_s", "wall (s)", "{:.1f}"),
+    ("events_per_s", "events/s", "{:,.0f}"),
+)
+
+
+def fmt(value: Any, how: str) -> str:
+    if value is None:
+        return "-"
+    if how == "hours":
+        return f"{value / 3600:,.2f}"
+    if how == "days":
+        return f"{value / 86400:,.1f}"
+    return how.format(value)
+
+
+def table_rows(metrics: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
+    """The summary table: one row per metric, one column per policy."""
+    return [
+        [label, *(fmt(metrics[p].get(key), how) for p in metrics)] for key, label, how in TABLE_KEYS
+    ]
+
+
+def write_metrics(out: Path, metrics: Mapping[str, Any]) -> Path:
+    path = out / "metrics.json"
+    path.write_text(json.dumps(metrics, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    return path
+
+
+def write_jobs(out: Path, outcomes: list[Outcome]) -> Path:
+    path = out / "jobs.csv"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(
+            [
+                "policy",
+                "job_id",
+                "team",
+                "gpus",
+                "nodes",
+                "submit_s",
+                "duration_s",
+                "start_s",
+                "end_s",
+                "pool",
+                "attempts",
+                "preempted",
+                "unschedulable",
+            ]
+        )
+        for outcome in outcomes:
+            for r in outcome.jobs:
+                writer.writerow(
+                    [
+                        outcome.policy,
+                        r.trace.job_id,
+                        r.trace.team,
+                        r.shape.total,
+                        r.shape.nodes,
+                        f"{r.trace.submit_s:g}",
+                        f"{r.trace.duration_s:g}",
+                        "" if r.first_start is None else f"{r.first_start:g}",
+                        "" if r.end is None else f"{r.end:g}",
+                        r.pool,
+                        r.attempts,
+                        r.preempted,
+                        r.unschedulable,
+                    ]
+                )
+    return path
+
+
+def write_report(
+    out: Path, metrics: Mapping[str, Mapping[str, Any]], outcomes: list[Outcome], title: str
+) -> Path:
+    path = out / "report.html"
+    try:
+        plots = _plots(metrics, outcomes)
+    except ImportError:
+        plots = ["<p><em>Plots need matplotlib: <code>pip install 'gpupool[sim]'</code>.</em></p>"]
+    head = "".join(f"<th>{html.escape(p)}</th>" for p in metrics)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+        for row in table_rows(metrics)
+    )
+    path.write_text(
+        f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; }}
+td, th {{ border: 1px solid #ccc; padding: 0.25em 0.7em; text-align: right; }}
+td:first-child, th:first-child {{ text-align: left; }}
+figure {{ margin: 1.5em 0; }} figcaption {{ color: #555; }}
+</style></head><body>
+<h1>{html.escape(title)}</h1>
+<p>Definitions of every number: <code>gpupool.sim.metrics</code> and the README's simulator
+section. Per-team numbers and every job's times are in <code>metrics.json</code> and
+<code>jobs.csv</code> next to this file.</p>
+<table><thead><tr><th>metric</th>{head}</tr></thead><tbody>{body}</tbody></table>
+{"".join(plots)}
+</body></html>
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _plots(metrics: Mapping[str, Mapping[str, Any]], outcomes: list[Outcome]) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figures = []
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for outcome in outcomes:
+        delays = sorted(
+            max(1.0, r.end - r.trace.submit_s - r.trace.duration_s)
+            for r in outcome.jobs
+            if r.end is not None
+        )
+        if delays:
+            ys = [(i + 1) / len(delays) for i in range(len(delays))]
+            ax.step(delays, ys, where="post", label=outcome.policy)
+    ax.set_xscale("log")
+    ax.set_xlabel("queueing delay (s, log scale; under 1 s drawn at 1 s)")
+    ax.set_ylabel("fraction of jobs")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    figures.append(_svg(fig, "Queueing delay CDF per policy."))
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for outcome in outcomes:
+        series = utilization_series(outcome)
+        if series:
+            ax.plot([t / 86400 for t, _ in series], [u for _, u in series], label=outcome.policy)
+    ax.set_xlabel("days since the first submit")
+    ax.set_ylabel("GPUs held / cluster GPUs")
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    figures.append(_svg(fig, "GPU utilisation over time (mean per bucket)."))
+
+    teams = sorted({t for m in metrics.values() for t in m.get("per_team", {})})
+    teams = [
+        t for t in teams if any(m["per_team"].get(t, {}).get("completed") for m in metrics.values())
+    ]
+    if teams:
+        fig, ax = plt.subplots(figsize=(max(9, 0.6 * len(teams) * len(metrics)), 4.5))
+        width = 0.8 / max(1, len(metrics))
+        for k, (policy, m) in enumerate(metrics.items()):
+            values = [m["per_team"].get(t, {}).get("avg_jct_s", 0.0) / 3600 for t in teams]
+            ax.bar([i + k * width for i in range(len(teams))], values, width, label=policy)
+        ax.set_xticks([i + width * (len(metrics) - 1) / 2 for i in range(len(teams))])
+        ax.set_xticklabels(teams, rotation=45, ha="right")
+        ax.set_ylabel("average JCT (hours)")
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend()
+        figures.append(_svg(fig, "Average job completion time per team and policy."))
+    plt.close("all")
+    return figures
+
+
+def _svg(fig: Any, caption: str) -> str:
+    buffer = io.StringIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="svg")
+    svg = buffer.getvalue()
+    svg = svg[svg.index("<svg") :]  # drop the XML prolog and doctype: inlined in HTML
+    return f"<figure>{svg}<figcaption>{html.escape(caption)}</figcaption></figure>"

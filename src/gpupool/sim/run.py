@@ -1,0 +1,132 @@
+"""A whole ``gpupool simulate`` run: read the inputs, simulate each policy, write the outputs.
+
+Kept apart from the CLI so tests and notebooks can call it: :func:`prepare` checks every input
+before any policy runs (a typo in a policy name must not cost the first policy's minutes).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpupool.sim.cluster import (
+    POLICIES,
+    ClusterError,
+    PolicySetup,
+    philly_config,
+    policy_setup,
+    read_philly_vcs,
+    scale_config,
+)
+from gpupool.sim.engine import Outcome, Simulation
+from gpupool.sim.metrics import summarize
+from gpupool.sim.report import write_jobs, write_metrics, write_report
+from gpupool.sim.trace import RowProblem, TraceJob, load_trace
+from gpupool.spec.models import ClusterConfig
+
+
+@dataclass
+class Request:
+    trace: Path
+    trace_format: str = "generic"
+    config: Path | None = None
+    philly_vcs: Path | None = None
+    capacity_scale: float = 1.0
+    policies: list[str] = field(default_factory=lambda: list(POLICIES))
+    out: Path = Path("sim-out")
+    seed: int = 0
+    sample: float = 1.0
+    limit: int | None = None
+    strict: bool = False
+
+
+@dataclass
+class Prepared:
+    jobs: list[TraceJob]
+    problems: list[RowProblem]
+    config: ClusterConfig
+    setups: list[PolicySetup]
+    nominal: dict[str, int]
+
+
+class SimulationError(ValueError):
+    """Inputs that cannot be simulated; the message names the input and the fix."""
+
+
+def prepare(request: Request) -> Prepared:
+    unknown = [p for p in request.policies if p not in POLICIES]
+    if unknown:
+        raise SimulationError(
+            f"unknown --policy {', '.join(unknown)}: use any of {', '.join(POLICIES)}"
+        )
+    if not 0 < request.sample <= 1:
+        raise SimulationError(f"--sample must be in (0, 1], got {request.sample}")
+    if (request.config is None) == (request.philly_vcs is None):
+        raise SimulationError("give exactly one of --config FILE and --philly-vcs FILE")
+    trace = load_trace(request.trace, request.trace_format)
+    if request.strict and trace.problems:
+        raise SimulationError(
+            f"{request.trace}: {len(trace.problems)} bad rows (--strict), first: "
+            f"{trace.problems[0]}"
+        )
+    jobs = trace.jobs
+    if request.sample < 1:
+        rng = random.Random(request.seed)
+        jobs = [j for j in jobs if rng.random() < request.sample]
+    if request.limit is not None:
+        jobs = jobs[: request.limit]
+    if not jobs:
+        raise SimulationError(f"{request.trace} has no job to simulate")
+    try:
+        if request.philly_vcs is not None:
+            vcs = read_philly_vcs(request.philly_vcs)
+            config = philly_config(vcs, {j.team for j in jobs}, request.capacity_scale)
+        else:
+            from gpupool.spec.load import load_config
+
+            assert request.config is not None
+            config = scale_config(load_config(request.config), request.capacity_scale)
+        setups = [policy_setup(config, name) for name in dict.fromkeys(request.policies)]
+    except ClusterError as exc:
+        raise SimulationError(str(exc)) from exc
+    nominal = {
+        name: sum(q.nominal for q in team.quota.values()) for name, team in config.teams.items()
+    }
+    return Prepared(jobs, trace.problems, config, setups, nominal)
+
+
+def simulate_all(
+    prepared: Prepared,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> tuple[dict[str, Any], list[Outcome]]:
+    """Each policy in turn; ``progress(policy, jobs done, jobs)`` as it goes."""
+    metrics: dict[str, Any] = {}
+    outcomes = []
+    total = len(prepared.jobs)
+    for setup in prepared.setups:
+        simulation = Simulation(setup, prepared.jobs, prepared.nominal)
+        report = None if progress is None else _bound(progress, setup.name, total)
+        outcome = simulation.run(report)
+        outcomes.append(outcome)
+        metrics[setup.name] = summarize(outcome)
+    return metrics, outcomes
+
+
+def _bound(
+    progress: Callable[[str, int, int], None], name: str, total: int
+) -> Callable[[int], None]:
+    return lambda done: progress(name, done, total)
+
+
+def write_outputs(
+    out: Path, metrics: dict[str, Any], outcomes: list[Outcome], title: str
+) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    return [
+        write_metrics(out, metrics),
+        write_jobs(out, outcomes),
+        write_report(out, metrics, outcomes, title),
+    ]
