@@ -6,6 +6,7 @@ server), so its imports are done inside the command and the user commands never 
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -40,6 +41,15 @@ def simulate(
     sample: Annotated[float, typer.Option(help="Keep this fraction of the jobs (0-1].")] = 1.0,
     limit: Annotated[int | None, typer.Option(help="Keep only the first N jobs.")] = None,
     strict: Annotated[bool, typer.Option(help="Stop at the first bad trace row.")] = False,
+    since: Annotated[
+        datetime | None, typer.Option(help="Keep jobs submitted at or after this time.")
+    ] = None,
+    until: Annotated[
+        datetime | None, typer.Option(help="Keep jobs submitted before this time.")
+    ] = None,
+    dedicated_pools: Annotated[
+        bool, typer.Option(help="With --philly-vcs: one pool per VC instead of one shared pool.")
+    ] = False,
 ) -> None:
     """Replay a trace through the production scheduler on a virtual clock, one run per policy,
     and write metrics.json, jobs.csv and report.html to --out."""
@@ -53,7 +63,7 @@ def simulate(
     from gpupool.sim.run import Request, SimulationError, prepare, simulate_all, write_outputs
     from gpupool.sim.trace import TraceError
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     request = Request(
         trace=trace,
         trace_format=trace_format,
@@ -66,23 +76,26 @@ def simulate(
         sample=sample,
         limit=limit,
         strict=strict,
+        since=since,
+        until=until,
+        dedicated_pools=dedicated_pools,
     )
     try:
         prepared = prepare(request)
     except (SimulationError, TraceError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        typer.secho(f"error: {exc}", fg="red", err=True)
         raise typer.Exit(USAGE if isinstance(exc, SimulationError) else REJECTED) from None
     except ConfigInvalid as exc:
-        console.print(f"[red]error:[/red] {exc.message}")
+        typer.secho(f"error: {exc.message}", fg="red", err=True)
         for detail in exc.details or []:
-            console.print(f"  {detail}")
+            typer.echo(f"  {detail}", err=True)
         raise typer.Exit(REJECTED) from None
     if prepared.problems:
-        console.print(f"[yellow]{len(prepared.problems)} bad trace rows skipped[/yellow]:")
+        typer.secho(f"{len(prepared.problems)} bad trace rows skipped:", fg="yellow", err=True)
         for problem in prepared.problems[:10]:
-            console.print(f"  {trace}: {problem}")
+            typer.echo(f"  {trace}: {problem}", err=True)
         if len(prepared.problems) > 10:
-            console.print(f"  ... and {len(prepared.problems) - 10} more")
+            typer.echo(f"  ... and {len(prepared.problems) - 10} more", err=True)
     gpus = sum(p.nodes * p.node.gpus for p in prepared.config.pools)
     console.print(
         f"{len(prepared.jobs):,} jobs of {len({j.team for j in prepared.jobs})} teams on "
@@ -115,7 +128,7 @@ def simulate(
         table.add_row(*row)
     Console().print(table)
     for path in paths:
-        console.print(f"wrote {path}")
+        typer.echo(f"wrote {path}", err=True)
 
 
 def register(app: typer.Typer) -> None:

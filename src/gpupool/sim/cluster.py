@@ -68,15 +68,42 @@ def read_philly_vcs(path: Path) -> dict[str, int]:
     return sizes
 
 
-def philly_config(vc_nodes: dict[str, int], trace_teams: set[str], scale: float) -> ClusterConfig:
+def philly_config(
+    vc_nodes: dict[str, int], trace_teams: set[str], scale: float, dedicated: bool = False
+) -> ClusterConfig:
     """One team per VC with nominal = its GPUs (scaled), 8-GPU nodes, all in one cohort.
 
     Each VC keeps at least one node when scaled. Teams of the trace missing from the VC list
-    get nominal 0: they run only on borrowed GPUs (never under hard quotas).
+    get nominal 0: they run only on borrowed GPUs (never under hard quotas). ``dedicated``: one
+    pool per VC, dedicated to it (each VC its own cluster, as in the Helios study), instead of
+    one shared pool.
     """
     if not scale > 0:
         raise ClusterError(f"--capacity-scale must be above 0, got {scale}")
     nodes = {vc: max(1, round(n * scale)) for vc, n in vc_nodes.items()}
+    shape = NodeShape(gpus=PHILLY_NODE_GPUS, cpus=96, memory_gb=512)
+    if dedicated:
+        pools = [
+            Pool(
+                name=f"vc-{_team_name(vc)}",
+                backend="local",
+                gpu_type=PHILLY_GPU_TYPE,
+                nodes=count,
+                node=shape,
+                dedicated_to=_team_name(vc),
+            )
+            for vc, count in sorted(nodes.items())
+        ]
+    else:
+        pools = [
+            Pool(
+                name="philly",
+                backend="local",  # replaced by the simulated backend in every run
+                gpu_type=PHILLY_GPU_TYPE,
+                nodes=sum(nodes.values()),
+                node=shape,
+            )
+        ]
     teams = {
         _team_name(vc): Team(
             cohort=PHILLY_COHORT,
@@ -86,15 +113,7 @@ def philly_config(vc_nodes: dict[str, int], trace_teams: set[str], scale: float)
     }
     return ClusterConfig(
         gpu_types={PHILLY_GPU_TYPE: GpuType()},
-        pools=[
-            Pool(
-                name="philly",
-                backend="local",  # replaced by the simulated backend in every run
-                gpu_type=PHILLY_GPU_TYPE,
-                nodes=sum(nodes.values()),
-                node=NodeShape(gpus=PHILLY_NODE_GPUS, cpus=96, memory_gb=512),
-            )
-        ],
+        pools=pools,
         cohorts={PHILLY_COHORT: Cohort(description="every Philly VC lends its idle GPUs")},
         teams=teams,
         scheduler=SchedulerSettings(cycle_interval_s=PHILLY_CYCLE_S),

@@ -6,9 +6,11 @@ before any policy runs (a typo in a policy name must not cost the first policy's
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from gpupool.sim.cluster import (
 from gpupool.sim.engine import Outcome, Simulation
 from gpupool.sim.metrics import summarize
 from gpupool.sim.report import write_jobs, write_metrics, write_report
-from gpupool.sim.trace import RowProblem, TraceJob, load_trace
+from gpupool.sim.trace import RowProblem, Trace, TraceJob, load_trace
 from gpupool.spec.models import ClusterConfig
 
 
@@ -41,6 +43,9 @@ class Request:
     sample: float = 1.0
     limit: int | None = None
     strict: bool = False
+    since: datetime | None = None  # keep jobs submitted at or after (traces with wall times)
+    until: datetime | None = None  # ... and before
+    dedicated_pools: bool = False  # Philly: one pool per VC, as when each VC is its own cluster
 
 
 @dataclass
@@ -72,7 +77,7 @@ def prepare(request: Request) -> Prepared:
             f"{request.trace}: {len(trace.problems)} bad rows (--strict), first: "
             f"{trace.problems[0]}"
         )
-    jobs = trace.jobs
+    jobs = _window(trace, request)
     if request.sample < 1:
         rng = random.Random(request.seed)
         jobs = [j for j in jobs if rng.random() < request.sample]
@@ -83,7 +88,9 @@ def prepare(request: Request) -> Prepared:
     try:
         if request.philly_vcs is not None:
             vcs = read_philly_vcs(request.philly_vcs)
-            config = philly_config(vcs, {j.team for j in jobs}, request.capacity_scale)
+            config = philly_config(
+                vcs, {j.team for j in jobs}, request.capacity_scale, request.dedicated_pools
+            )
         else:
             from gpupool.spec.load import load_config
 
@@ -96,6 +103,21 @@ def prepare(request: Request) -> Prepared:
         name: sum(q.nominal for q in team.quota.values()) for name, team in config.teams.items()
     }
     return Prepared(jobs, trace.problems, config, setups, nominal)
+
+
+def _window(trace: Trace, request: Request) -> list[TraceJob]:
+    if request.since is None and request.until is None:
+        return trace.jobs
+    if trace.start is None:
+        raise SimulationError("--since/--until need a trace with wall-clock submit times")
+    start = trace.start
+    low = -math.inf if request.since is None else (_aware(request.since) - start).total_seconds()
+    high = math.inf if request.until is None else (_aware(request.until) - start).total_seconds()
+    return [j for j in trace.jobs if low <= j.submit_s < high]
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def simulate_all(
