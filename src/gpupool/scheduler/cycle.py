@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from gpupool.scheduler import reasons
 from gpupool.scheduler.assignment import Assignment, FitMode, job_shape, resolve_gpu_types
@@ -55,6 +56,9 @@ from gpupool.scheduler.snapshot import (
     Snapshot,
 )
 from gpupool.scheduler.workspace import Workspace
+
+
+_ID = attrgetter("id")
 
 
 @dataclass(slots=True)
@@ -126,8 +130,7 @@ def admit_heads(
                 cycle.decisions.pending[same.id] = waits
         if strict and waits is not None:
             blocked = (reasons.behind_head(job),)
-            for later in queue.drain():
-                cycle.decisions.pending[later.id] = blocked
+            cycle.decisions.pending.update(dict.fromkeys(map(_ID, queue.drain()), blocked))
             heads.drop_top()
         else:
             heads.advance_top()  # after deciding: the team's next key must see its new usage

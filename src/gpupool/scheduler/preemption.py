@@ -85,6 +85,7 @@ class Preemptor:
         self._ws = ws
         self._policy = policy
         self._index = VictimIndex(ws)
+        self._borrowing: dict[tuple[str, str], tuple[tuple[int, int], list[str]]] = {}
 
     def resolve(
         self, job: PendingJob, types: tuple[str, ...], no_fit: Assignment, budget_left: int | None
@@ -171,11 +172,7 @@ class Preemptor:
         if policy.within_team is WithinTeam.LOWER_PRIORITY:
             same.append((job.team, job.priority, None))
         cohort = ws.team(job.team).cohort
-        others = (
-            []
-            if cohort is None
-            else [t for t in ws.cohort_members(cohort) if t != job.team and ws.borrowing(t, f)]
-        )
+        others = [] if cohort is None else self._borrowers(cohort, f, job.team)
         attempts: list[tuple[bool, list[_Rule]]] = []
         if self._may_fit_within(job, f, policy):
             reclaim: list[_Rule] = []
@@ -189,7 +186,33 @@ class Preemptor:
             cap = policy.borrow_max_priority_threshold
             borrow = [(t, job.priority, cap) for t in others]
         attempts.append((False, same + borrow))
-        return [(within, rules) for within, rules in attempts if rules]
+        viable = [(within, kept) for within, rules in attempts if (kept := self._viable(f, rules))]
+        return viable
+
+    def _viable(self, f: str, rules: list[_Rule]) -> list[_Rule]:
+        """The rules that can yield a candidate: a team's jobs are ordered lowest priority
+        first, so when its first job is not allowed none is. Without this a job that cannot
+        preempt anything (all priorities equal, say) would search and explain every cycle."""
+        kept = []
+        for rule in rules:
+            team, below, cap = rule
+            first = next(iter(self._index.team_jobs(f, team)), None)
+            if first is None:
+                continue
+            if (below is None or first.priority < below) and (cap is None or first.priority <= cap):
+                kept.append(rule)
+        return kept
+
+    def _borrowers(self, cohort: str, f: str, team: str) -> list[str]:
+        """Members of ``cohort`` other than ``team`` above their nominal of ``f``, remembered
+        while no usage in the cohort changed (never read inside a what-if, which is undone)."""
+        ws = self._ws
+        stamp = (ws.rare_epoch, ws.quota_epoch(team, f))
+        known = self._borrowing.get((cohort, f))
+        if known is None or known[0] != stamp:
+            members = [t for t in ws.cohort_members(cohort) if ws.borrowing(t, f)]
+            known = self._borrowing[(cohort, f)] = (stamp, members)
+        return [t for t in known[1] if t != team]
 
     def _may_fit_within(self, job: PendingJob, f: str, policy: PreemptionPolicy) -> bool:
         """Necessary for attempt a: the team's usage, less all of its own that could end or be
