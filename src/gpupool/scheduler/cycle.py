@@ -57,7 +57,6 @@ from gpupool.scheduler.snapshot import (
 )
 from gpupool.scheduler.workspace import Workspace
 
-
 _ID = attrgetter("id")
 
 
