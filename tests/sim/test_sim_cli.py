@@ -154,3 +154,19 @@ def test_bad_config_is_reported_with_its_problems(tmp_path: Path) -> None:
     )
     assert result.exit_code == 5
     assert "pools" in result.output
+
+
+def test_workers_give_the_same_numbers(inputs: tuple[Path, Path], tmp_path: Path) -> None:
+    config, trace = inputs
+    numbers = []
+    for workers in ("1", "3"):
+        out = tmp_path / f"out-{workers}"
+        args = ["simulate", "--trace", str(trace), "--config", str(config), "--out", str(out)]
+        result = CliRunner().invoke(app, [*args, "--workers", workers])
+        assert result.exit_code == 0, result.output
+        metrics = json.loads((out / "metrics.json").read_text())
+        for policy in metrics.values():
+            for key in ("wall_s", "events_per_s"):
+                policy.pop(key)
+        numbers.append(metrics)
+    assert numbers[0] == numbers[1]

@@ -50,6 +50,9 @@ def simulate(
     dedicated_pools: Annotated[
         bool, typer.Option(help="With --philly-vcs: one pool per VC instead of one shared pool.")
     ] = False,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Simulate this many policies at once, in processes.")
+    ] = 1,
 ) -> None:
     """Replay a trace through the production scheduler on a virtual clock, one run per policy,
     and write metrics.json, jobs.csv and report.html to --out."""
@@ -117,7 +120,7 @@ def simulate(
                 steps[name] = done
                 bar.update(tasks[name], completed=done)
 
-        metrics, outcomes = simulate_all(prepared, progress)
+        metrics, outcomes = simulate_all(prepared, progress, workers)
     title = f"gpupool simulation of {trace.name} (capacity scale {capacity_scale:g})"
     paths = write_outputs(out, metrics, outcomes, title)
     table = Table(title=title)

@@ -5,10 +5,11 @@ The loop is the controller's tick with the clock and the store taken out:
 
 1. jobs of the trace arrive at their submit times (a submit makes the scheduler look again);
 2. attempts end when the simulated backend says so (``fake`` runs end at start + duration);
-3. a cycle runs when something changed, at most one per ``cycle_interval_s`` of virtual
-   time, as the controller does: the snapshot is built as the controller builds it (node views
-   kept current by ``PoolState``, teams by ``team_views``, decayed usage by ``UsageMeter``)
-   and the decisions come from ``run_cycle`` with ``policy_for`` of the policy's configuration;
+3. a cycle runs when something changed, as the controller's loop does (it is woken by every
+   submit and every end, and leaves at least ``MIN_TICK_GAP_S`` between ticks): the snapshot
+   is built as the controller builds it (node views kept current by ``PoolState``, teams by
+   ``team_views``, decayed usage by ``UsageMeter``) and the decisions come from ``run_cycle``
+   with ``policy_for`` of the policy's configuration;
 4. admissions are submitted to the simulated backend; preemption victims are cancelled
    through it, end at once, and go back to the queue as a new attempt that keeps its submit
    time and the work it has done (training jobs checkpoint: an attempt resumes).
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from gpupool.backends.base import AdapterContext, JobHandle, JobSpec, RunState
 from gpupool.backends.fake import DURATION_ENV, FakeBackend, FakeCluster
 from gpupool.controller.fairshare import UsageMeter
+from gpupool.controller.loop import MIN_TICK_GAP_S
 from gpupool.controller.snapshot import PoolState, policy_for, team_views
 from gpupool.scheduler import PendingJob, RunningJob, Snapshot, run_cycle
 from gpupool.sim.cluster import PolicySetup, Shape, job_shape, largest_node, never_runs
@@ -153,7 +155,7 @@ class Simulation:
                 arrivals[next_arrival].trace.submit_s if next_arrival < len(arrivals) else math.inf
             )
             t_end = self.ends[0][0] if self.ends else math.inf
-            t_cycle = max(last_cycle + self.interval, 0.0) if dirty else wake
+            t_cycle = max(last_cycle + MIN_TICK_GAP_S, 0.0) if dirty else wake
             now = min(t_arrival, t_end, t_cycle)
             if now == math.inf:
                 break  # waiting jobs that nothing will ever free room for (reported below)
@@ -169,7 +171,7 @@ class Simulation:
                     done += 1
                     events += 1
                     dirty = True
-            if (dirty and now >= last_cycle + self.interval) or now >= wake:
+            if (dirty and now >= last_cycle + MIN_TICK_GAP_S) or now >= wake:
                 dirty = self._cycle()
                 last_cycle = now
                 wake = self._next_starvation()

@@ -7,11 +7,13 @@ before any policy runs (a typo in a policy name must not cost the first policy's
 from __future__ import annotations
 
 import math
+import multiprocessing
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
 from gpupool.sim.cluster import (
@@ -123,18 +125,62 @@ def _aware(moment: datetime) -> datetime:
 def simulate_all(
     prepared: Prepared,
     progress: Callable[[str, int, int], None] | None = None,
+    workers: int = 1,
 ) -> tuple[dict[str, Any], list[Outcome]]:
-    """Each policy in turn; ``progress(policy, jobs done, jobs)`` as it goes."""
-    metrics: dict[str, Any] = {}
-    outcomes = []
+    """Each policy, in turn or in ``workers`` processes at once (each policy is one
+    deterministic, single-threaded run, so the results do not depend on ``workers``);
+    ``progress(policy, jobs done, jobs)`` as they go."""
     total = len(prepared.jobs)
-    for setup in prepared.setups:
-        simulation = Simulation(setup, prepared.jobs, prepared.nominal)
-        report = None if progress is None else _bound(progress, setup.name, total)
-        outcome = simulation.run(report)
-        outcomes.append(outcome)
-        metrics[setup.name] = summarize(outcome)
+    if workers > 1 and len(prepared.setups) > 1:
+        outcomes = _in_processes(prepared, progress, workers)
+    else:
+        outcomes = []
+        for setup in prepared.setups:
+            simulation = Simulation(setup, prepared.jobs, prepared.nominal)
+            report = None if progress is None else _bound(progress, setup.name, total)
+            outcomes.append(simulation.run(report))
+    metrics = {outcome.policy: summarize(outcome) for outcome in outcomes}
     return metrics, outcomes
+
+
+# What forked workers read: set just before the fork, so nothing (lambdas included) is pickled
+# on the way in; only the outcomes come back.
+_SHARED: dict[str, Any] = {}
+
+
+def _run_one(index: int) -> Outcome:
+    prepared: Prepared = _SHARED["prepared"]
+    queue = _SHARED["queue"]
+    setup = prepared.setups[index]
+    total, step, last = len(prepared.jobs), max(1, len(prepared.jobs) // 200), [0]
+
+    def report(done: int) -> None:
+        if done - last[0] >= step or done == total:
+            last[0] = done
+            queue.put((setup.name, done))
+
+    return Simulation(setup, prepared.jobs, prepared.nominal).run(report)
+
+
+def _in_processes(
+    prepared: Prepared, progress: Callable[[str, int, int], None] | None, workers: int
+) -> list[Outcome]:
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    _SHARED.update(prepared=prepared, queue=queue)
+    try:
+        with context.Pool(min(workers, len(prepared.setups))) as pool:
+            pending = pool.map_async(_run_one, range(len(prepared.setups)))
+            while not pending.ready():
+                try:
+                    name, done = queue.get(timeout=0.2)
+                except Empty:
+                    continue
+                if progress is not None:
+                    progress(name, done, len(prepared.jobs))
+            return list(pending.get())
+    finally:
+        _SHARED.clear()
 
 
 def _bound(
