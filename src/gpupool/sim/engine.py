@@ -143,7 +143,10 @@ class Simulation:
 
     def run(self, progress: Progress | None = None) -> Outcome:
         started = time.perf_counter()
-        arrivals = [r for r in self.records if not r.unschedulable]
+        arrivals = sorted(
+            (r for r in self.records if not r.unschedulable),
+            key=lambda r: (r.trace.submit_s, r.trace.job_id),
+        )
         next_arrival = 0
         last_cycle = -math.inf
         dirty = False

@@ -1,0 +1,188 @@
+"""The simulator decides what the production controller decides.
+
+The same small traces run twice: through the simulator, and through the real
+:class:`~gpupool.controller.loop.Controller` (SQLite store, execution service, the ``fake``
+backend) driven on a virtual clock: arrivals are inserted as the job service stores them, and
+the clock jumps to the next submit or run end, where the controller ticks until nothing moves.
+Every job's start and end must agree. (Preemption is left out: the simulator resumes a
+preempted job's work, where a requeued attempt of the controller runs its command again. Jobs
+the simulator reports as unschedulable are not submitted to the controller.)
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from gpupool.backends.base import AdapterContext
+from gpupool.backends.fake import DURATION_ENV, FakeCluster
+from gpupool.backends.registry import PoolBackend, Registry
+from gpupool.config import sqlite_url
+from gpupool.controller.execution import ExecutionService
+from gpupool.controller.loop import Controller
+from gpupool.core.jobs import JobStatus
+from gpupool.sim.cluster import PolicySetup, policy_setup
+from gpupool.sim.engine import simulate
+from gpupool.sim.trace import TraceJob
+from gpupool.spec.models import Cohort, Preemption
+from gpupool.state.db import make_engine, session_factory, upgrade
+from gpupool.state.models import JobRow
+from sim.test_sim_golden import BORROW, CONFIG, HEAD_OF_LINE, NOMINAL, job
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class VirtualClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def now(self) -> datetime:
+        return EPOCH + timedelta(seconds=self.t)
+
+    def monotonic(self) -> float:
+        return self.t
+
+
+def run_controller(setup: PolicySetup, trace: list[TraceJob], home: Path) -> dict[str, tuple]:
+    clock = VirtualClock()
+    cluster = FakeCluster(clock.monotonic)
+    pools = {p.name: p for p in setup.config.pools}
+
+    def lookup(name: str) -> PoolBackend | None:
+        pool = pools.get(name)
+        if pool is None:
+            return None
+        context = AdapterContext(
+            pool=name,
+            gpu_type=pool.gpu_type,
+            options={"cluster": cluster},
+            state_dir=home,
+            nodes=pool.nodes,
+            gpus_per_node=pool.node.gpus,
+        )
+        return PoolBackend("fake", context)
+
+    engine = make_engine(sqlite_url(home))
+    upgrade(engine)
+    sessions = session_factory(engine)
+    execution = ExecutionService(Registry(lookup))
+    controller = Controller(sessions, lambda: setup.config, execution, clock)
+    waiting = sorted(trace, key=lambda j: (j.submit_s, j.job_id))
+    try:
+        while True:
+            while waiting and waiting[0].submit_s <= clock.t:
+                _insert(sessions, waiting.pop(0), setup, clock.now())
+                controller.wake()  # as the job service does after storing a submit
+            for _ in range(6):  # sync -> schedule -> dispatch -> sync sees it running ...
+                controller.tick()
+                _settle(controller)
+            ends = [
+                run.starts_at + run.duration_s
+                for key in _keys(sessions)
+                if (run := cluster.run(key)) is not None
+                and run.starts_at + run.duration_s > clock.t
+            ]
+            upcoming = [*(j.submit_s for j in waiting[:1]), *ends]
+            if not upcoming:
+                break
+            clock.t = min(upcoming)
+        with sessions() as session:
+            rows = session.query(JobRow).all()
+            return {
+                row.name: (
+                    None if row.started_at is None else (row.started_at - EPOCH).total_seconds(),
+                    None if row.finished_at is None else (row.finished_at - EPOCH).total_seconds(),
+                )
+                for row in rows
+            }
+    finally:
+        controller.stop()
+        execution.close()
+        engine.dispose()
+
+
+def _insert(sessions, job: TraceJob, setup: PolicySetup, now: datetime) -> None:  # type: ignore[no-untyped-def]
+    with sessions.begin() as session:
+        session.add(
+            JobRow(
+                id=f"j-{job.job_id}",
+                name=job.job_id,
+                team=setup.team_of(job.team),
+                user="sim",
+                status=JobStatus.QUEUED.value,
+                priority_class="default",
+                priority=0,
+                kind="batch",
+                backend="auto",
+                command=["simulated"],
+                env={DURATION_ENV: repr(job.duration_s)},
+                gpus=job.gpus,
+                nodes=1,
+                cpus=0.0,
+                memory_gb=0.0,
+                gpu_types=[],
+                inputs=[],
+                outputs=[],
+                max_runtime_s=None,
+                submitted_at=now,
+                attempt=0,
+                message="",
+                cancel_requested=False,
+                pending_reasons=[],
+            )
+        )
+
+
+def _keys(sessions) -> list[str]:  # type: ignore[no-untyped-def]
+    with sessions() as session:
+        return [f"{row.id}.{row.attempt}" for row in session.query(JobRow).all() if row.attempt]
+
+
+def _settle(controller: Controller) -> None:
+    """Let the backend calls the tick started finish (they run on the execution threads)."""
+    controller.wait_backend_calls()
+    deadline = time.monotonic() + 10
+    while controller._inflight and time.monotonic() < deadline:
+        time.sleep(0.002)
+
+
+FIFO_CASE = [job("a1", 0, 100, 3, "a"), job("b1", 5, 100, 2, "b"), job("a2", 6, 100, 1, "a")]
+RANDOM = [
+    job(f"r{i:02d}", rng.randrange(0, 600, 7), rng.randrange(20, 300), rng.choice([1, 1, 2, 3]), t)
+    for rng in [random.Random(7)]
+    for i, t in enumerate(rng.choice("ab") for _ in range(40))
+]
+# The cohort of CONFIG without reclaim: the random trace must not preempt (see the docstring).
+NO_RECLAIM = CONFIG.model_copy(
+    update={"cohorts": {"c": Cohort(preemption=Preemption(within_team="never", reclaim="never"))}}
+)
+
+
+@pytest.mark.parametrize(
+    ("policy", "trace"),
+    [
+        pytest.param("hard-quota-fifo", BORROW, id="hard quota"),
+        pytest.param("gpupool", BORROW, id="borrowing"),
+        pytest.param("hard-quota-fifo", HEAD_OF_LINE, id="strict FIFO"),
+        pytest.param("gpupool", HEAD_OF_LINE, id="best-effort FIFO"),
+        pytest.param("fifo", FIFO_CASE, id="one global FIFO"),
+        pytest.param("gpupool", RANDOM, id="40 random jobs, borrowing"),
+        pytest.param("hard-quota-fifo", RANDOM, id="40 random jobs, hard quotas"),
+        pytest.param("fifo", RANDOM, id="40 random jobs, one FIFO"),
+    ],
+)
+def test_simulator_and_controller_agree(policy: str, trace: list[TraceJob], tmp_path: Path) -> None:
+    setup = policy_setup(NO_RECLAIM, policy)
+    outcome = simulate(setup, trace, NOMINAL)
+    assert outcome.preemptions == 0
+    # Jobs that can never run under the policy are reported by the simulator and never
+    # submitted (in a strict FIFO queue they would block their team for good).
+    runnable = [r for r in outcome.jobs if not r.unschedulable]
+    simulated = {r.trace.job_id: (r.first_start, r.end) for r in runnable}
+    assert all(end is not None for _, end in simulated.values())
+    controlled = run_controller(setup, [r.trace for r in runnable], tmp_path)
+    assert controlled == pytest.approx(simulated)
