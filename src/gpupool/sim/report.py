@@ -189,7 +189,7 @@ def _plots(metrics: Mapping[str, Mapping[str, Any]], outcomes: list[Outcome]) ->
         t for t in teams if any(m["per_team"].get(t, {}).get("completed") for m in metrics.values())
     ]
     if teams:
-        fig, ax = plt.subplots(figsize=(max(9, 0.6 * len(teams) * len(metrics)), 4.5))
+        fig, ax = plt.subplots(figsize=(min(14, max(9, 0.4 * len(teams) * len(metrics))), 4.5))
         width = 0.8 / max(1, len(metrics))
         for k, (policy, m) in enumerate(metrics.items()):
             values = [m["per_team"].get(t, {}).get("avg_jct_s", 0.0) / 3600 for t in teams]
