@@ -10,10 +10,11 @@ The cycle is a pipeline; each numbered step is one function:
    backfilling held room; else claim victims or ending jobs (:mod:`gpupool.scheduler.preemption`);
    else set it aside with its reasons, holding room for it when it starves
    (:mod:`gpupool.scheduler.reservations`), and let the team's next job go (best-effort FIFO;
-   with strict FIFO the team's later jobs wait BLOCKED behind it). The run of jobs right behind
-   a waiting head that ask exactly what it asks is set aside with it, for the same reasons
-   (:func:`~gpupool.scheduler.queues.same_request`): so a queue of thousands of identical jobs
-   costs one decision per cycle, not thousands.
+   with strict FIFO the team's later jobs wait BLOCKED behind it). The jobs right behind a
+   waiting head that ask exactly what a job of the team that waited at the same epoch asked
+   are set aside with it, for the same reasons (:func:`~gpupool.scheduler.queues.request_of`):
+   so a queue of thousands of jobs costs one decision per distinct request and change of the
+   workspace, not one per job.
 4. :func:`collect_result` freezes the decisions into a :class:`CycleResult`.
 
 Invariants: the snapshot is never changed; the same snapshot and policy give the same result
@@ -38,10 +39,12 @@ from gpupool.scheduler.preemption import Preemptor
 from gpupool.scheduler.queues import (
     HeadKey,
     Heads,
+    Request,
     TeamQueue,
     build_queues,
     head_order,
     history_key,
+    request_of,
     share_key,
 )
 from gpupool.scheduler.reservations import Reservations
@@ -114,6 +117,8 @@ def admit_heads(
     heads = Heads(queues, _head_key(cycle, smallest))
     limit = policy.max_admissions
     strict = policy.queueing is Queueing.STRICT_FIFO
+    # team -> (epoch, request -> reasons) of the jobs that waited at that epoch
+    waited: dict[str, tuple[int, dict[Request, tuple[PendingReason, ...]]]] = {}
     while limit is None or len(cycle.decisions.admissions) < limit:
         queue = heads.top()
         if queue is None:
@@ -123,10 +128,15 @@ def admit_heads(
         others_changed = decide(job, cycle)
         waits = cycle.decisions.pending.get(job.id)
         if waits is not None and not others_changed:
-            # Identical jobs behind a head that waits wait for the same reasons: within a
-            # cycle room only shrinks, so none of them could start where the head could not.
-            for same in queue.skip_same():
-                cycle.decisions.pending[same.id] = waits
+            # Jobs behind a head that waits and that ask what a job of the team that waited
+            # at this very epoch asked wait for the same reasons: within a cycle room only
+            # shrinks, so none of them could start where that job could not.
+            known = waited.get(queue.team)
+            if known is None or known[0] != ws.epoch:
+                known = waited[queue.team] = (ws.epoch, {})
+            known[1][request_of(job)] = waits
+            for same, why in queue.skip_known(known[1]):
+                cycle.decisions.pending[same.id] = why
         if strict and waits is not None:
             blocked = (reasons.behind_head(job),)
             cycle.decisions.pending.update(dict.fromkeys(map(_ID, queue.drain()), blocked))

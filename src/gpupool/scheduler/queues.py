@@ -18,13 +18,18 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from itertools import groupby
 from operator import attrgetter, mul
+from typing import TypeVar
 
 from gpupool.scheduler.snapshot import PendingJob
 
 JobKey = tuple[int, float, float, str]
+# team, gpus, nodes, priority, gpu types, cpus, memory_gb, max_runtime_s
+Request = tuple[str, int, int, int, tuple[str, ...], float, float, float | None]
+T = TypeVar("T")
+_MISSING = object()
 HeadKey = tuple[int, int, float, float, float, int, float, str]
 
 
@@ -130,6 +135,12 @@ def _sorted(
     return merged
 
 
+def request_of(job: PendingJob) -> Request:
+    """What the scheduler reads of a job besides its id and place in the queue."""
+    request: Request = _REQUEST(job)
+    return request
+
+
 def same_request(a: PendingJob, b: PendingJob) -> bool:
     """Same team, shape, gpu types, priority and runtime bound: the scheduler cannot tell
     them apart except by their place in the queue."""
@@ -174,19 +185,28 @@ class TeamQueue:
         """Move past the head, admitted or set aside (best-effort FIFO)."""
         self._next += 1
 
+    def skip_known(self, known: Mapping[Request, T]) -> list[tuple[PendingJob, T]]:
+        """The jobs right after the head whose :func:`request_of` is in ``known``, each with
+        its entry there; the queue moves past them, the head stays (it was just decided)."""
+        jobs, at = self._jobs, self._next
+        end = at + 1
+        out = []
+        while end < len(jobs):
+            found = known.get(_REQUEST(jobs[end]), _MISSING)
+            if found is _MISSING:
+                break
+            out.append((jobs[end], found))
+            end += 1
+        if out:  # the head moves to the last skipped place: no list shifting
+            jobs[end - 1] = jobs[at]
+            self._next = end - 1
+        return out  # type: ignore[return-value]
+
     def skip_same(self) -> list[PendingJob]:
         """The run of jobs right after the head that ask exactly what it asks (see
         :func:`same_request`); the queue moves past them, the head stays."""
-        jobs, at = self._jobs, self._next
-        asked = _REQUEST(jobs[at])
-        end = at + 1
-        while end < len(jobs) and _REQUEST(jobs[end]) == asked:
-            end += 1
-        run = jobs[at + 1 : end]
-        if run:  # the head moves to the run's last place: no list shifting
-            jobs[end - 1] = jobs[at]
-            self._next = end - 1
-        return run
+        head = self._jobs[self._next]
+        return [job for job, _ in self.skip_known({_REQUEST(head): True})]
 
     def drain(self) -> list[PendingJob]:
         """Every job after the head, in order; the queue is left empty (strict FIFO)."""

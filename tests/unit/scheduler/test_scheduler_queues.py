@@ -7,7 +7,7 @@ import random
 import pytest
 
 from gpupool.scheduler import PendingJob
-from gpupool.scheduler.queues import TeamQueue, job_order, sort_jobs
+from gpupool.scheduler.queues import TeamQueue, job_order, request_of, sort_jobs
 
 
 def _jobs(seed: int) -> list[PendingJob]:
@@ -48,3 +48,17 @@ def test_skip_same_takes_only_the_identical_run_behind_the_head() -> None:
     assert queue.head == big
     assert queue.skip_same() == []
     assert queue.smallest == {(): 1}
+
+
+def test_skip_known_stops_at_the_first_unknown_request() -> None:
+    a1, a2 = (PendingJob(f"a{i}", "t", 0, float(i), 1) for i in range(2))
+    b1 = PendingJob("b1", "t", 0, 2.0, 2)
+    a3 = PendingJob("a3", "t", 0, 3.0, 1)
+    c1 = PendingJob("c1", "t", 0, 4.0, 4)
+    b2 = PendingJob("b2", "t", 0, 5.0, 2)
+    queue = TeamQueue("t", [a1, a2, b1, a3, c1, b2])
+    known = {request_of(a1): "why-a", request_of(b1): "why-b"}
+    assert queue.skip_known(known) == [(a2, "why-a"), (b1, "why-b"), (a3, "why-a")]
+    assert queue.head == a1
+    queue.advance()
+    assert queue.head == c1
