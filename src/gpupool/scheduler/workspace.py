@@ -34,6 +34,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections import defaultdict
 from types import TracebackType
 
 from gpupool.core.quota import CohortBalance, Quota, dominant_share
@@ -80,17 +81,16 @@ class Workspace:
         self._team_pools: dict[tuple[str, str], tuple[PoolRoom, ...]] = {}
         self._usable: dict[tuple[str, Shape, str], tuple[PoolRoom, ...]] = {}
         self.usage: dict[str, dict[str, int]] = {}
-        # Running jobs per gpu type: per team (preemption candidates) and the terminating ones.
-        self.jobs_by_type: dict[str, dict[str, list[RunningJob]]] = {}
-        self.ending_by_type: dict[str, list[RunningJob]] = {}
-        for job in snapshot.running:
-            per_type = self.usage.setdefault(job.team, {})
-            per_type[job.gpu_type] = per_type.get(job.gpu_type, 0) + job.gpus
-            if job.terminating:
-                self.ending_by_type.setdefault(job.gpu_type, []).append(job)
-            else:
-                by_team = self.jobs_by_type.setdefault(job.gpu_type, {})
-                by_team.setdefault(job.team, []).append(job)
+        held: defaultdict[tuple[str, str], int] = defaultdict(int)
+        for job in snapshot.running:  # the one pass over every running job a cycle must make
+            held[(job.team, job.gpu_type)] += job.gpus
+        for (team_name, gpu_type), gpus in held.items():
+            self.usage.setdefault(team_name, {})[gpu_type] = gpus
+        # Running jobs per gpu type, per team (preemption candidates) and the terminating ones:
+        # built at the first preemption search (see ``jobs_by_type``), which most cycles never
+        # make.
+        self._by_type: dict[str, dict[str, list[RunningJob]]] | None = None
+        self._ending: dict[str, list[RunningJob]] = {}
         self.cohorts: dict[tuple[str, str], CohortBalance] = {}
         for name in sorted(self.teams):
             team = self.teams[name]
@@ -117,6 +117,30 @@ class Workspace:
         self._members: dict[str, list[str]] = {}
         # This cycle's admissions as (pool, placements, cpus, memory_gb, ends_by), for reservations.
         self.admitted: list[tuple[str, tuple[Placement, ...], float, float, float | None]] = []
+
+    @property
+    def jobs_by_type(self) -> dict[str, dict[str, list[RunningJob]]]:
+        """Running jobs that are not terminating, per gpu type and team."""
+        if self._by_type is None:
+            self._index_running()
+        assert self._by_type is not None
+        return self._by_type
+
+    @property
+    def ending_by_type(self) -> dict[str, list[RunningJob]]:
+        """Terminating running jobs (signalled, still holding their room), per gpu type."""
+        if self._by_type is None:
+            self._index_running()
+        return self._ending
+
+    def _index_running(self) -> None:
+        by_type: dict[str, dict[str, list[RunningJob]]] = {}
+        for job in self.running:
+            if job.terminating:
+                self._ending.setdefault(job.gpu_type, []).append(job)
+            else:
+                by_type.setdefault(job.gpu_type, {}).setdefault(job.team, []).append(job)
+        self._by_type = by_type
 
     def team(self, name: str) -> TeamView:
         """The team's view; a team missing from the snapshot has no quota and no cohort."""
