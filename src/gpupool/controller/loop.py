@@ -88,6 +88,7 @@ class Controller:
         self._execution = execution
         self._clock = clock
         self._inflight: set[int] = set()  # attempt ids whose submit is running
+        self._recorded: set[int] = set()  # ... whose submit ended and was written to the store
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -396,11 +397,15 @@ class Controller:
                 .all()
             )
         now = self._clock.monotonic()
+        with self._lock:
+            # A submission recorded after the rows above were read still shows as without a
+            # handle: remember it until the store stops listing it, or it is submitted twice.
+            self._recorded &= {attempt.id for _, attempt in rows}
         for job, attempt in rows:
             if self.backoff.blocked(attempt.pool, now):
                 continue
             with self._lock:
-                if attempt.id in self._inflight:
+                if attempt.id in self._inflight or attempt.id in self._recorded:
                     continue
                 self._inflight.add(attempt.id)
             try:
@@ -432,12 +437,17 @@ class Controller:
         return dataclasses.replace(spec, grant=grant)
 
     def _submitted(self, attempt_id: int, spec: JobSpec, result: SubmitResult) -> None:
+        recorded = False
         try:
             self._record_submission(attempt_id, spec, result)
+            # An unavailable backend leaves the attempt to be submitted again after backoff.
+            recorded = not isinstance(result, BackendUnavailable)
         except Exception:
             log.exception("recording the submission of %s failed", spec.key)
         finally:
             with self._lock:
+                if recorded:
+                    self._recorded.add(attempt_id)
                 self._inflight.discard(attempt_id)
             # Sync soon to see it running; a failed submit requeued the job: reschedule.
             self.wake(reschedule=not isinstance(result, JobHandle))
