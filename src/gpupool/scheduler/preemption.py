@@ -347,9 +347,9 @@ class Preemptor:
     def _unordered(self, f: str, rules: list[_Rule]) -> Iterator[RunningJob]:
         """The candidates of :meth:`_candidates`, in no particular order (for bounds only)."""
         claimed, ws = self._ws.claimed, self._ws
-        yield from (j for j in ws.ending_by_type.get(f, []) if j.id not in claimed)
+        yield from (j for j in ws.ending_of(f) if j.id not in claimed)
         for team, below, cap in rules:
-            for job in ws.jobs_by_type.get(f, {}).get(team, []):
+            for job in ws.jobs_of(f).get(team, []):
                 if (
                     (below is None or job.priority < below)
                     and (cap is None or job.priority <= cap)

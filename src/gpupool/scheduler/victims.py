@@ -65,9 +65,9 @@ class VictimIndex:
         key = (False, team, gpu_type) if cohort is None else (True, cohort, gpu_type)
         possible = self._possible.get(key)
         if possible is None:
-            by_team = self._ws.jobs_by_type.get(gpu_type, {})
+            by_team = self._ws.jobs_of(gpu_type)
             members = [team] if cohort is None else self._ws.cohort_members(cohort)
-            possible = self._possible[key] = bool(self._ws.ending_by_type.get(gpu_type)) or any(
+            possible = self._possible[key] = bool(self._ws.ending_of(gpu_type)) or any(
                 by_team.get(member) for member in members
             )
         return possible
@@ -75,7 +75,7 @@ class VictimIndex:
     def team_jobs(self, gpu_type: str, team: str) -> Iterable[RunningJob]:
         ordered = self._teams.get((gpu_type, team))
         if ordered is None:
-            jobs = self._ws.jobs_by_type.get(gpu_type, {}).get(team, [])
+            jobs = self._ws.jobs_of(gpu_type).get(team, [])
             ordered = self._teams[(gpu_type, team)] = _Ordered(jobs)
         return ordered
 
@@ -83,7 +83,7 @@ class VictimIndex:
         jobs = self._ending.get(gpu_type)
         if jobs is None:
             jobs = self._ending[gpu_type] = sorted(
-                self._ws.ending_by_type.get(gpu_type, []),
+                self._ws.ending_of(gpu_type),
                 key=lambda j: (math.inf if j.ends_by is None else j.ends_by, j.id),
             )
         return jobs

@@ -87,9 +87,8 @@ class Workspace:
         for (team_name, gpu_type), gpus in held.items():
             self.usage.setdefault(team_name, {})[gpu_type] = gpus
         # Running jobs per gpu type, per team (preemption candidates) and the terminating ones:
-        # built at the first preemption search (see ``jobs_by_type``), which most cycles never
-        # make.
-        self._by_type: dict[str, dict[str, list[RunningJob]]] | None = None
+        # built per type at the first preemption search on it (see ``jobs_of``).
+        self._by_type: dict[str, dict[str, list[RunningJob]]] = {}
         self._ending: dict[str, list[RunningJob]] = {}
         self.cohorts: dict[tuple[str, str], CohortBalance] = {}
         for name in sorted(self.teams):
@@ -118,29 +117,30 @@ class Workspace:
         # This cycle's admissions as (pool, placements, cpus, memory_gb, ends_by), for reservations.
         self.admitted: list[tuple[str, tuple[Placement, ...], float, float, float | None]] = []
 
-    @property
-    def jobs_by_type(self) -> dict[str, dict[str, list[RunningJob]]]:
-        """Running jobs that are not terminating, per gpu type and team."""
-        if self._by_type is None:
-            self._index_running()
-        assert self._by_type is not None
-        return self._by_type
+    def jobs_of(self, gpu_type: str) -> dict[str, list[RunningJob]]:
+        """Running jobs of ``gpu_type`` that are not terminating, per team (the preemption
+        candidates). Built at the first search on the type: most cycles search none, and a
+        search reads one type, so no cycle indexes every running job."""
+        self._index_type(gpu_type)
+        return self._by_type[gpu_type]
 
-    @property
-    def ending_by_type(self) -> dict[str, list[RunningJob]]:
-        """Terminating running jobs (signalled, still holding their room), per gpu type."""
-        if self._by_type is None:
-            self._index_running()
-        return self._ending
+    def ending_of(self, gpu_type: str) -> list[RunningJob]:
+        """Terminating running jobs of ``gpu_type`` (signalled, still holding their room)."""
+        self._index_type(gpu_type)
+        return self._ending[gpu_type]
 
-    def _index_running(self) -> None:
-        by_type: dict[str, dict[str, list[RunningJob]]] = {}
-        for job in self.running:
+    def _index_type(self, gpu_type: str) -> None:
+        if gpu_type in self._by_type:
+            return
+        by_team: dict[str, list[RunningJob]] = {}
+        ending: list[RunningJob] = []
+        for job in [j for j in self.running if j.gpu_type == gpu_type]:
             if job.terminating:
-                self._ending.setdefault(job.gpu_type, []).append(job)
+                ending.append(job)
             else:
-                by_type.setdefault(job.gpu_type, {}).setdefault(job.team, []).append(job)
-        self._by_type = by_type
+                by_team.setdefault(job.team, []).append(job)
+        self._by_type[gpu_type] = by_team
+        self._ending[gpu_type] = ending
 
     def team(self, name: str) -> TeamView:
         """The team's view; a team missing from the snapshot has no quota and no cohort."""
