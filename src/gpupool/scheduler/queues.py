@@ -120,7 +120,7 @@ def _sorted(
         rest = list(jobs)
     else:
         rest = []
-        for job in jobs:
+        for job in jobs:  # PendingJob.waiting_since, inlined: every job, every cycle
             since = job.submitted_at if job.queued_at is None else job.queued_at
             (hungry if since <= starving_before else rest).append(job)
     rest.sort(key=_BY_SUBMIT)
@@ -139,12 +139,6 @@ def request_of(job: PendingJob) -> Request:
     """What the scheduler reads of a job besides its id and place in the queue."""
     request: Request = _REQUEST(job)
     return request
-
-
-def same_request(a: PendingJob, b: PendingJob) -> bool:
-    """Same team, shape, gpu types, priority and runtime bound: the scheduler cannot tell
-    them apart except by their place in the queue."""
-    return bool(_REQUEST(a) == _REQUEST(b))
 
 
 class TeamQueue:
@@ -201,12 +195,6 @@ class TeamQueue:
             jobs[end - 1] = jobs[at]
             self._next = end - 1
         return out  # type: ignore[return-value]
-
-    def skip_same(self) -> list[PendingJob]:
-        """The run of jobs right after the head that ask exactly what it asks (see
-        :func:`same_request`); the queue moves past them, the head stays."""
-        head = self._jobs[self._next]
-        return [job for job, _ in self.skip_known({_REQUEST(head): True})]
 
     def drain(self) -> list[PendingJob]:
         """Every job after the head, in order; the queue is left empty (strict FIFO)."""

@@ -37,16 +37,16 @@ def test_sort_jobs_is_job_order(seed: int) -> None:
     assert sort_jobs(jobs) == sorted(jobs, key=job_order)
 
 
-def test_skip_same_takes_only_the_identical_run_behind_the_head() -> None:
+def test_skip_known_skips_a_run_of_the_heads_own_request() -> None:
     a1, a2, a3 = (PendingJob(f"a{i}", "t", 0, float(i), 1) for i in range(3))
     big = PendingJob("big", "t", 0, 5.0, 8)
     a4 = PendingJob("a4", "t", 0, 6.0, 1)
     queue = TeamQueue("t", [a1, a2, a3, big, a4])
-    assert queue.skip_same() == [a2, a3]
+    assert queue.skip_known({request_of(a1): "why"}) == [(a2, "why"), (a3, "why")]
     assert queue.head == a1
     queue.advance()
     assert queue.head == big
-    assert queue.skip_same() == []
+    assert queue.skip_known({request_of(big): "why"}) == []
     assert queue.smallest == {(): 1}
 
 
