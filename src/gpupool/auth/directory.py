@@ -37,9 +37,6 @@ class Directory:
     def groups_of(self, user: str) -> frozenset[str]:
         return self._current().get(user, frozenset())
 
-    def knows(self, user: str) -> bool:
-        return user in self._current()
-
     def _current(self) -> dict[str, frozenset[str]]:
         try:
             stat = self._path.stat()

@@ -43,9 +43,7 @@ class Authenticator:
         if bearer.startswith(PREFIX + "_") or not looks_like_jwt(bearer):
             with self._sessions() as session:
                 row = verify_token(session, bearer, self._clock.now())
-            user, token_id, claimed = row.user, row.id, frozenset[str]()
-            if user not in config.users and not (self._directory and self._directory.knows(user)):
-                raise Unauthenticated(f"user {user!r} no longer exists in the configuration")
+            user, token_id, claimed, api_token = row.user, row.id, frozenset[str](), True
         elif self._oidc is None:
             raise Unauthenticated(
                 "this server accepts gpupool API tokens (gpt_...) only: OIDC is not set up "
@@ -54,5 +52,9 @@ class Authenticator:
         else:
             identity = self._oidc.validate(bearer)
             user, token_id, claimed = identity.user, identity.token_id, identity.groups
+            api_token = False
         listed = self._directory.groups_of(user) if self._directory else frozenset[str]()
+        if api_token and user not in config.users and not listed:
+            # An API token of someone no longer in the configuration nor in any directory group.
+            raise Unauthenticated(f"user {user!r} no longer exists in the configuration")
         return principal_for(config, user, token_id, claimed | listed)

@@ -49,4 +49,3 @@ def test_directory_follows_the_file(tmp_path: Path) -> None:
     assert directory.groups_of("dave") == frozenset({"TeamA"})
     path.unlink()
     assert directory.groups_of("dave") == frozenset()
-    assert not directory.knows("dave")
