@@ -87,6 +87,13 @@ CASES = [
         id="a broken file grants nothing",
     ),
     pytest.param(
+        [
+            Step({"TeamA": ["dave"]}, "dave", "GET", "/v1/jobs", 200),
+            Step({"TeamA": []}, "dave", "GET", "/v1/jobs", 401),
+        ],
+        id="a user in no group and not configured loses the token he holds",
+    ),
+    pytest.param(
         [Step({"TeamB": ["alice"]}, "alice", "GET", "/v1/jobs/{job}", 200)],
         id="explicit members keep access whatever the directory says",
     ),
