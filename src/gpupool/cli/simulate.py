@@ -112,13 +112,9 @@ def simulate(
     )
     with Progress(*columns, console=console, transient=False) as bar:
         tasks = {s.name: bar.add_task(s.name, total=len(prepared.jobs)) for s in prepared.setups}
-        steps = {name: 0 for name in tasks}
 
         def progress(name: str, done: int, total: int) -> None:
-            # Redrawing per event would cost more than the simulation: every 1/500 of the jobs.
-            if done - steps[name] >= max(1, total // 500) or done == total:
-                steps[name] = done
-                bar.update(tasks[name], completed=done)
+            bar.update(tasks[name], completed=done)
 
         metrics, outcomes = simulate_all(prepared, progress, workers)
     title = f"gpupool simulation of {trace.name} (capacity scale {capacity_scale:g})"

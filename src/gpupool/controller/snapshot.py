@@ -7,6 +7,7 @@ source and cannot disagree.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -203,7 +204,7 @@ class PoolState:
 
     def __init__(self, config: ClusterConfig) -> None:
         self._config = config
-        self._shape: dict[str, tuple[str, int, float, float]] = {}  # node -> pool, gpus, ...
+        self._at: dict[str, tuple[str, int]] = {}  # node -> (pool, index in the pool)
         self._used: dict[str, set[int]] = {}
         self._views: dict[str, list[NodeView]] = {}
         self._dirty: set[str] = set()
@@ -211,11 +212,10 @@ class PoolState:
             views = []
             for i in range(pool.nodes):
                 name = node_name(pool.name, i)
-                self._shape[name] = (pool.name, pool.node.gpus, pool.node.cpus, pool.node.memory_gb)
+                self._at[name] = (pool.name, i)
                 self._used[name] = set()
                 views.append(NodeView(name, pool.node.gpus, pool.node.cpus, pool.node.memory_gb))
             self._views[pool.name] = views
-        self._index = {node_name(p.name, i): i for p in config.pools for i in range(p.nodes)}
 
     def take(self, placements: Sequence[Placement]) -> None:
         for placement in placements:
@@ -229,9 +229,10 @@ class PoolState:
 
     def pools(self) -> tuple[PoolView, ...]:
         for name in self._dirty:
-            pool, gpus, cpus, memory = self._shape[name]
-            self._views[pool][self._index[name]] = NodeView(
-                name, gpus, cpus, memory, frozenset(self._used[name])
+            pool, index = self._at[name]
+            views = self._views[pool]
+            views[index] = dataclasses.replace(
+                views[index], used_devices=frozenset(self._used[name])
             )
         self._dirty.clear()
         return tuple(

@@ -129,7 +129,7 @@ def simulate_all(
 ) -> tuple[dict[str, Any], list[Outcome]]:
     """Each policy, in turn or in ``workers`` processes at once (each policy is one
     deterministic, single-threaded run, so the results do not depend on ``workers``);
-    ``progress(policy, jobs done, jobs)`` as they go."""
+    ``progress(policy, jobs done, jobs)`` as they go, every 1/``PROGRESS_STEPS`` of the jobs."""
     total = len(prepared.jobs)
     if workers > 1 and len(prepared.setups) > 1:
         outcomes = _in_processes(prepared, progress, workers)
@@ -137,7 +137,7 @@ def simulate_all(
         outcomes = []
         for setup in prepared.setups:
             simulation = Simulation(setup, prepared.jobs, prepared.nominal)
-            report = None if progress is None else _bound(progress, setup.name, total)
+            report = None if progress is None else _throttled(progress, setup.name, total)
             outcomes.append(simulation.run(report))
     metrics = {outcome.policy: summarize(outcome) for outcome in outcomes}
     return metrics, outcomes
@@ -152,13 +152,9 @@ def _run_one(index: int) -> Outcome:
     prepared: Prepared = _SHARED["prepared"]
     queue = _SHARED["queue"]
     setup = prepared.setups[index]
-    total, step, last = len(prepared.jobs), max(1, len(prepared.jobs) // 200), [0]
-
-    def report(done: int) -> None:
-        if done - last[0] >= step or done == total:
-            last[0] = done
-            queue.put((setup.name, done))
-
+    report = _throttled(
+        lambda name, done, _: queue.put((name, done)), setup.name, len(prepared.jobs)
+    )
     return Simulation(setup, prepared.jobs, prepared.nominal).run(report)
 
 
@@ -183,10 +179,23 @@ def _in_processes(
         _SHARED.clear()
 
 
-def _bound(
+PROGRESS_STEPS = 500
+
+
+def _throttled(
     progress: Callable[[str, int, int], None], name: str, total: int
 ) -> Callable[[int], None]:
-    return lambda done: progress(name, done, total)
+    """``progress`` for one policy, called every 1/``PROGRESS_STEPS`` of the jobs and at the
+    end: the engine reports every event, and redrawing (or queueing) each would cost more than
+    the simulation."""
+    step, last = max(1, total // PROGRESS_STEPS), [0]
+
+    def report(done: int) -> None:
+        if done - last[0] >= step or done == total:
+            last[0] = done
+            progress(name, done, total)
+
+    return report
 
 
 def write_outputs(
