@@ -24,7 +24,6 @@ from gpupool.backends.registry import PoolBackend, Registry
 from gpupool.config import sqlite_url
 from gpupool.controller.execution import ExecutionService
 from gpupool.controller.loop import Controller
-from gpupool.core.jobs import JobStatus
 from gpupool.sim.cluster import PolicySetup, policy_setup
 from gpupool.sim.engine import simulate
 from gpupool.sim.trace import TraceJob
@@ -32,6 +31,7 @@ from gpupool.spec.models import Cohort, Preemption
 from gpupool.state.db import make_engine, session_factory, upgrade
 from gpupool.state.models import JobRow
 from sim.test_sim_golden import BORROW, CONFIG, HEAD_OF_LINE, NOMINAL, job
+from support.rows import queued_job
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -108,31 +108,15 @@ def run_controller(setup: PolicySetup, trace: list[TraceJob], home: Path) -> dic
 def _insert(sessions, job: TraceJob, setup: PolicySetup, now: datetime) -> None:  # type: ignore[no-untyped-def]
     with sessions.begin() as session:
         session.add(
-            JobRow(
-                id=f"j-{job.job_id}",
+            queued_job(
+                f"j-{job.job_id}",
                 name=job.job_id,
                 team=setup.team_of(job.team),
                 user="sim",
-                status=JobStatus.QUEUED.value,
-                priority_class="default",
-                priority=0,
-                kind="batch",
-                backend="auto",
                 command=["simulated"],
                 env={DURATION_ENV: repr(job.duration_s)},
                 gpus=job.gpus,
-                nodes=1,
-                cpus=0.0,
-                memory_gb=0.0,
-                gpu_types=[],
-                inputs=[],
-                outputs=[],
-                max_runtime_s=None,
                 submitted_at=now,
-                attempt=0,
-                message="",
-                cancel_requested=False,
-                pending_reasons=[],
             )
         )
 

@@ -17,7 +17,8 @@ from gpupool.controller.loop import Controller
 from gpupool.core.jobs import JobStatus
 from gpupool.spec.models import ClusterConfig, GpuType, NodeShape, Pool, Quota, Team
 from gpupool.state.db import make_engine, session_factory, upgrade
-from gpupool.state.models import AttemptRow, JobRow
+from gpupool.state.models import AttemptRow
+from support.rows import queued_job
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 CONFIG = ClusterConfig(
@@ -74,33 +75,7 @@ def test_a_submission_recorded_after_the_read_is_not_submitted_again(tmp_path: P
     upgrade(engine)
     sessions = session_factory(engine)
     with sessions.begin() as session:
-        session.add(
-            JobRow(
-                id="j-1",
-                name="one",
-                team="a",
-                user="u",
-                status=JobStatus.QUEUED.value,
-                priority_class="default",
-                priority=0,
-                kind="batch",
-                backend="auto",
-                command=["true"],
-                env={},
-                gpus=1,
-                nodes=1,
-                cpus=0.0,
-                memory_gb=0.0,
-                gpu_types=[],
-                inputs=[],
-                outputs=[],
-                submitted_at=NOW,
-                attempt=0,
-                message="",
-                cancel_requested=False,
-                pending_reasons=[],
-            )
-        )
+        session.add(queued_job("j-1", team="a", user="u", submitted_at=NOW))
     execution = Deferred()
     hooked = ReadThenRecord(sessions, lambda: execution.finish(0))
     controller = Controller(hooked, lambda: CONFIG, execution, FixedClock())  # type: ignore[arg-type]

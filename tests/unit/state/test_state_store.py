@@ -16,6 +16,7 @@ from gpupool.auth.tokens import create_token, verify_token
 from gpupool.core.errors import Unauthenticated
 from gpupool.state.db import make_engine, session_factory, upgrade
 from gpupool.state.models import Base, JobRow
+from support.rows import queued_job
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -38,32 +39,17 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
 
 
 def job(job_id: str, user: str = "alice", key: str | None = None) -> JobRow:
-    return JobRow(
-        id=job_id,
-        name=job_id,
-        team="team-a",
+    return queued_job(
+        job_id,
         user=user,
-        status="queued",
+        idempotency_key=key,
+        submitted_at=T0,
         priority_class="training",
         priority=100,
         kind="training",
-        backend="auto",
-        command=["true"],
-        env={},
-        gpus=1,
-        nodes=1,
         cpus=1.0,
         memory_gb=1.0,
         gpu_types=["h100"],
-        inputs=[],
-        outputs=[],
-        max_runtime_s=None,
-        idempotency_key=key,
-        submitted_at=T0,
-        attempt=0,
-        message="",
-        cancel_requested=False,
-        pending_reasons=[],
     )
 
 
