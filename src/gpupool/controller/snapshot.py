@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Row, func, select
+from sqlalchemy import Row, case, func, select
 
 from gpupool.backends.base import PoolCapacity
 from gpupool.scheduler import (
@@ -50,12 +50,18 @@ PENDING_COLUMNS = (
     JobRow.gpu_types,
     JobRow.attempt,
     JobRow.max_runtime_s,
-    # When a requeued job re-entered the queue: its last attempt's end (none at attempt 0).
-    select(func.max(AttemptRow.finished_at))
-    .where(AttemptRow.job_id == JobRow.id)
-    .correlate(JobRow)
-    .scalar_subquery()
-    .label("queued_at"),
+    # When a requeued job re-entered the queue: its last attempt's end. Looked up only for
+    # jobs that had an attempt, not for every queued job every cycle.
+    case(
+        (
+            JobRow.attempt > 0,
+            select(func.max(AttemptRow.finished_at))
+            .where(AttemptRow.job_id == JobRow.id)
+            .correlate(JobRow)
+            .scalar_subquery(),
+        ),
+        else_=None,
+    ).label("queued_at"),
 )
 ACTIVE_COLUMNS = (
     JobRow.id,

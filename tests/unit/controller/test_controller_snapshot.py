@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from gpupool.backends.base import PoolCapacity
+from gpupool.config import sqlite_url
 from gpupool.controller.fairshare import UsageInterval, decayed_usage
-from gpupool.controller.snapshot import build_snapshot
+from gpupool.controller.snapshot import PENDING_COLUMNS, build_snapshot, pending_job
 from gpupool.spec.load import load_config
+from gpupool.state.db import make_engine, session_factory, upgrade
+from gpupool.state.models import AttemptRow
+from support.rows import T0, queued_job
 
 
 @pytest.mark.parametrize(
@@ -42,3 +48,33 @@ def test_decayed_usage_halves_per_half_life() -> None:
     assert usage["c"] == pytest.approx(2 * usage["a"])
     # One GPU-hour ending now, half-life one hour: integral of 2^-t over [0, 1] hours.
     assert usage["a"] == pytest.approx(hour / math.log(2) * 0.5)
+
+
+def test_a_requeued_job_waits_from_its_last_attempts_end(tmp_path: Path) -> None:
+    engine = make_engine(sqlite_url(tmp_path))
+    upgrade(engine)
+    sessions = session_factory(engine)
+    with sessions.begin() as session:
+        session.add_all([queued_job("j-new"), queued_job("j-back", attempt=1)])
+    with sessions.begin() as session:
+        session.add(
+            AttemptRow(
+                job_id="j-back",
+                number=1,
+                status="preempted",
+                pool="p",
+                gpu_type="h100",
+                placements=[],
+                borrowed=0,
+                admitted_at=T0,
+                finished_at=T0 + timedelta(seconds=50),
+                message="",
+                cancel_sent=False,
+            )
+        )
+    with sessions() as session:
+        jobs = {row.id: pending_job(row) for row in session.execute(select(*PENDING_COLUMNS))}
+    engine.dispose()
+    assert jobs["j-new"].queued_at is None
+    assert jobs["j-back"].queued_at == (T0 + timedelta(seconds=50)).timestamp()
+    assert jobs["j-back"].waiting_since == jobs["j-back"].queued_at
