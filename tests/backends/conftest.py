@@ -55,8 +55,9 @@ with open(obs / "runs", "a") as f:
     f.write("run\\n")
 seen = {k: v for k, v in os.environ.items() if k.startswith(("GPUPOOL_", "CUDA_", "CT_"))}
 seen["cwd"] = os.getcwd()
-(obs / "env.tmp").write_text(json.dumps(seen))
-os.replace(obs / "env.tmp", obs / "env.json")
+tmp = obs / f"env.{os.getpid()}.tmp"  # a gang's tasks share obs: one temporary file each
+tmp.write_text(json.dumps(seen))
+os.replace(tmp, obs / "env.json")
 trap = os.environ.get("CT_TRAP", "")
 def on_term(signum, frame):
     (obs / "sigterm").write_text("received")

@@ -59,9 +59,10 @@ def test_a_job_runs_as_the_users_uid_and_gid(slurm: SlurmHarness, shared_root: P
 def test_a_gang_runs_the_command_once_on_each_node(slurm: SlurmHarness) -> None:
     spec = slurm.spec("gang", nodes=2, gpus_per_node=1)
 
-    status = slurm.wait(slurm.backend.submit(spec))
+    handle = slurm.backend.submit(spec)
+    status = slurm.wait(handle)
 
-    assert status.state == RunState.SUCCEEDED
+    assert status.state == RunState.SUCCEEDED, slurm.backend.logs(handle).data.decode()
     assert slurm.runs(spec) == 2
     assert slurm.env_seen(spec)["CUDA_VISIBLE_DEVICES"] in {"2", "3"}  # a t4 of its node
 
