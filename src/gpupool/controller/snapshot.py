@@ -26,6 +26,7 @@ from gpupool.scheduler import (
     RunningJob,
     Snapshot,
     TeamView,
+    add_held,
 )
 from gpupool.scheduler.snapshot import (
     BorrowWithinCohort,
@@ -139,7 +140,9 @@ def build_snapshot(
     used_devices: dict[str, set[int]] = defaultdict(set)
     used_cpus: dict[str, float] = defaultdict(float)
     used_memory: dict[str, float] = defaultdict(float)
+    usage: dict[str, dict[str, int]] = {}
     for job in running:
+        add_held(usage, job)
         for placement in job.placements:
             used_devices[placement.node].update(placement.devices)
             used_cpus[placement.node] += job.cpus
@@ -168,7 +171,9 @@ def build_snapshot(
     teams = team_views(config, usage_history or {})
     # A team removed from the configuration keeps its jobs, but they cannot be scheduled.
     known = tuple(job for job in pending if job.team in teams)
-    return Snapshot(now=now, pools=pools, teams=teams, running=tuple(running), pending=known)
+    return Snapshot(
+        now=now, pools=pools, teams=teams, running=tuple(running), pending=known, usage=usage
+    )
 
 
 def _nodes(pool: Pool, seen: PoolCapacity | None) -> int:

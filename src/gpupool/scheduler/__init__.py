@@ -19,6 +19,8 @@ from gpupool.scheduler.snapshot import (
     RunningJob,
     Snapshot,
     TeamView,
+    add_held,
+    held_gpus,
 )
 
 __all__ = [
@@ -36,5 +38,7 @@ __all__ = [
     "RunningJob",
     "Snapshot",
     "TeamView",
+    "add_held",
+    "held_gpus",
     "run_cycle",
 ]

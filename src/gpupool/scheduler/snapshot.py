@@ -8,6 +8,7 @@ scheduler never reads a clock, a database or the environment. Times are plain fl
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -124,11 +125,37 @@ class PendingJob:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
+    """What one cycle decides on.
+
+    ``usage``, when given, must be :func:`held_gpus` of ``running``: a builder that walks the
+    running jobs anyway (the controller's, for node room) fills it in the same pass, and the
+    cycle then makes no pass over every running job of the cluster. ``None``: the cycle sums
+    ``running`` itself.
+    """
+
     now: float
     pools: tuple[PoolView, ...]
     teams: dict[str, TeamView]
     running: tuple[RunningJob, ...] = ()
     pending: tuple[PendingJob, ...] = ()
+    usage: Mapping[str, Mapping[str, int]] | None = None
+
+
+def held_gpus(running: Iterable[RunningJob]) -> dict[str, dict[str, int]]:
+    """GPUs held per team and gpu type by ``running`` (terminating jobs included: they still
+    hold their GPUs until they end)."""
+    usage: dict[str, dict[str, int]] = {}
+    for job in running:
+        add_held(usage, job)
+    return usage
+
+
+def add_held(usage: dict[str, dict[str, int]], job: RunningJob) -> None:
+    """Count ``job`` in ``usage`` (for builders that fill it in a pass of their own)."""
+    per_type = usage.get(job.team)
+    if per_type is None:
+        per_type = usage[job.team] = {}
+    per_type[job.gpu_type] = per_type.get(job.gpu_type, 0) + job.gpus
 
 
 class WithinTeam(StrEnum):

@@ -34,7 +34,6 @@ Invariants:
 
 from __future__ import annotations
 
-from collections import defaultdict
 from types import TracebackType
 
 from gpupool.core.quota import CohortBalance, Quota, dominant_share
@@ -46,6 +45,7 @@ from gpupool.scheduler.snapshot import (
     RunningJob,
     Snapshot,
     TeamView,
+    held_gpus,
 )
 
 _NO_COHORT = CohortBalance()
@@ -80,12 +80,10 @@ class Workspace:
         # Which pools a team may use never changes within a cycle: remembered per request.
         self._team_pools: dict[tuple[str, str], tuple[PoolRoom, ...]] = {}
         self._usable: dict[tuple[str, Shape, str], tuple[PoolRoom, ...]] = {}
-        self.usage: dict[str, dict[str, int]] = {}
-        held: defaultdict[tuple[str, str], int] = defaultdict(int)
-        for job in snapshot.running:  # the one pass over every running job a cycle must make
-            held[(job.team, job.gpu_type)] += job.gpus
-        for (team_name, gpu_type), gpus in held.items():
-            self.usage.setdefault(team_name, {})[gpu_type] = gpus
+        if snapshot.usage is None:  # the one pass over every running job a cycle may make
+            self.usage = held_gpus(snapshot.running)
+        else:
+            self.usage = {team: dict(held) for team, held in snapshot.usage.items()}
         # Running jobs per gpu type, per team (preemption candidates) and the terminating ones:
         # built per type at the first preemption search on it (see ``jobs_of``).
         self._by_type: dict[str, dict[str, list[RunningJob]]] = {}

@@ -12,7 +12,8 @@ from sqlalchemy import select
 from gpupool.backends.base import PoolCapacity
 from gpupool.config import sqlite_url
 from gpupool.controller.fairshare import UsageInterval, decayed_usage
-from gpupool.controller.snapshot import PENDING_COLUMNS, build_snapshot, pending_job
+from gpupool.controller.snapshot import PENDING_COLUMNS, build_snapshot, node_name, pending_job
+from gpupool.scheduler import Placement, RunningJob, held_gpus
 from gpupool.spec.load import load_config
 from gpupool.state.db import make_engine, session_factory, upgrade
 from gpupool.state.models import AttemptRow
@@ -36,6 +37,20 @@ def test_reported_capacity_caps_the_configured_pool(
     pool = next(p for p in snapshot.pools if p.name == "demo-shared-dev-h100-pool")
     assert len(pool.nodes) == want_nodes
     assert all(n.gpus == want_gpus for n in pool.nodes)
+
+
+def test_team_usage_is_summed_from_the_running_jobs(demo_path: Path) -> None:
+    config = load_config(demo_path)
+    h100 = "demo-shared-dev-h100-pool"
+
+    def running(job_id: str, team: str, node: int, devices: tuple[int, ...]) -> RunningJob:
+        placement = Placement(node_name(h100, node), devices)
+        return RunningJob(job_id, team, 0, "h100", h100, (placement,), terminating=node == 1)
+
+    jobs = [running("a1", "team-a", 0, (0, 1)), running("a2", "team-a", 1, (0,))]
+    jobs.append(running("b1", "team-b", 0, (2,)))
+    snapshot = build_snapshot(config, 0.0, [], jobs)
+    assert snapshot.usage == held_gpus(jobs) == {"team-a": {"h100": 3}, "team-b": {"h100": 1}}
 
 
 def test_decayed_usage_halves_per_half_life() -> None:

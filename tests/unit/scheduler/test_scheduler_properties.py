@@ -22,6 +22,7 @@ from gpupool.scheduler import (
     RunningJob,
     Snapshot,
     TeamView,
+    held_gpus,
     run_cycle,
 )
 
@@ -219,6 +220,28 @@ def test_same_input_same_output(snapshot: Snapshot, policy: Policy, data: st.Dat
         pending=tuple(data.draw(st.permutations(snapshot.pending))),
     )
     assert run_cycle(reordered, policy) == result
+
+
+@settings(max_examples=100, deadline=None)
+@given(snapshot=any_snapshot, policy=policies)
+def test_usage_handed_over_decides_as_usage_summed(snapshot: Snapshot, policy: Policy) -> None:
+    """A builder's ``usage`` (held_gpus of running) changes nothing but who sums it."""
+    handed = replace(snapshot, usage=held_gpus(snapshot.running))
+    assert run_cycle(handed, policy) == run_cycle(snapshot, policy)
+
+
+def test_held_gpus_counts_every_running_job_terminating_ones_too() -> None:
+    def job(job_id: str, team: str, gpu_type: str, gpus: int, ending: bool = False) -> RunningJob:
+        placement = Placement("n1", tuple(range(gpus)))
+        return RunningJob(job_id, team, 0, gpu_type, "p", (placement,), terminating=ending)
+
+    running = [
+        job("r1", "team-a", "h100", 2),
+        job("r2", "team-a", "h100", 4, ending=True),
+        job("r3", "team-a", "t4", 1),
+        job("r4", "team-b", "h100", 8),
+    ]
+    assert held_gpus(running) == {"team-a": {"h100": 6, "t4": 1}, "team-b": {"h100": 8}}
 
 
 @settings(max_examples=100, deadline=None)
