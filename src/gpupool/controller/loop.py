@@ -207,7 +207,10 @@ class Controller:
         now = self._clock.now()
         with self._sessions() as session:
             queued = session.execute(
-                select(*PENDING_COLUMNS).where(JobRow.status == JobStatus.QUEUED.value)
+                select(*PENDING_COLUMNS)
+                .where(JobRow.status == JobStatus.QUEUED.value)
+                # The scheduler's queue order: its sort then only checks it (queues.py).
+                .order_by(JobRow.team, JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
             ).all()
             active = session.execute(
                 select(*ACTIVE_COLUMNS)
