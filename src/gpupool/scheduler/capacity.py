@@ -179,19 +179,23 @@ class PoolRoom:
 
     def pick(self, shape: Shape) -> NodePick | None:
         """The most allocated nodes that can hold ``shape`` (fewest free GPUs, then name)."""
-        if any(failed.covers(shape) for failed in self._failed):
-            return None
+        for failed in self._failed:  # a plain loop: this runs for every pool of every job
+            if failed.covers(shape):
+                return None
         buckets = self._by_free[shape.gpus :] if shape.gpus < len(self._by_free) else []
-        picked: list[int] = []
-        slack = 0
+        nodes, wanted = self.nodes, shape.nodes
         # Counting first rejects most impossible gangs without touching a single node.
-        if sum(len(bucket) for bucket in buckets) >= shape.nodes:
+        if wanted == 1 or sum(map(len, buckets)) >= wanted:
+            picked: list[int] = []
+            slack = 0
             for free, bucket in enumerate(buckets, start=shape.gpus):
                 for index in bucket:
-                    if self.nodes[index].has_room(shape):
+                    if nodes[index].has_room(shape):
+                        if wanted == 1:
+                            return NodePick(self, (index,), free)
                         picked.append(index)
                         slack += free
-                        if len(picked) == shape.nodes:
+                        if len(picked) == wanted:
                             return NodePick(self, tuple(picked), slack)
         self._remember_failure(shape)
         return None

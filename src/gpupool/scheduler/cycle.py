@@ -210,6 +210,20 @@ def _head_key(
     starving = cycle.reservations.starving
     versions = ws.usage_versions
     teams: dict[str, tuple[int, float, float, bool]] = {}
+    # team -> gpu type -> the smallest need of the team's jobs that accept that type: the team
+    # is owed its guarantee when one of them fits within nominal (a few checks, not one per
+    # distinct request).
+    needs: dict[str, dict[str, int]] = {}
+
+    def smallest_per_type(name: str) -> dict[str, int]:
+        per_type: dict[str, int] = {}
+        for types, need in smallest.get(name, {}).items():
+            for t in types_of.of(types):
+                known = per_type.get(t)
+                if known is None or need < known:
+                    per_type[t] = need
+        needs[name] = per_type
+        return per_type
 
     def key(job: PendingJob) -> HeadKey:
         name = job.team
@@ -219,11 +233,10 @@ def _head_key(
             team = ws.team(name)
             share = share_key(ws.share(name), tolerance)
             history = history_key(team.usage_history, team.weight)
-            owed = any(
-                ws.within_nominal(name, t, need)
-                for types, need in smallest.get(name, {}).items()
-                for t in types_of.of(types)
-            )
+            per_type = needs.get(name)
+            if per_type is None:
+                per_type = smallest_per_type(name)
+            owed = any(ws.within_nominal(name, t, need) for t, need in per_type.items())
             known = teams[name] = (version, share, history, owed)
         return head_order(known[3], known[1], job, starving=starving(job), history=known[2])
 
