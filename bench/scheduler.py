@@ -27,8 +27,9 @@ after a ``gc.collect()``; the snapshots are immutable and built once):
   (``admission_cycle_ms``). Quotas and cohorts, not room, bound how many are admitted.
 * ``preemption_decision_ms``: the full cluster again, with a single high-priority pending job
   of a team that is below its nominal quota of a gpu type while other members of its cohort
-  borrow that type (so reclaim preemption applies), default Policy. ``preemptions`` is the
-  number of preemptions that cycle decided (0 until the scheduler implements preemption).
+  borrow that type (so reclaim preemption applies), default Policy: the largest such job of
+  8, 4, 2 or 1 GPUs for which the scheduler finds victims (``preemptor.gpus``).
+  ``preemptions`` is the number of preemptions that cycle decided.
 * ``preemption_cycle_full_ms``: the same, with the whole pending set pending as well;
   ``preemptions_full`` is its number of preemptions.
 * ``snapshot_build_ms``: the time to build the full-cluster snapshot (nodes, teams, running
@@ -72,6 +73,7 @@ from gpupool.scheduler import (
     RunningJob,
     Snapshot,
     TeamView,
+    held_gpus,
     run_cycle,
 )
 
@@ -342,8 +344,11 @@ def _empty(pools: list[PoolView]) -> list[PoolView]:
     ]
 
 
-def _urgent(teams: dict[str, TeamView], running: list[RunningJob]) -> tuple[PendingJob, dict]:
-    """A high-priority job of a team below its nominal on a type its cohort-mates borrow."""
+def _urgent(
+    teams: dict[str, TeamView], running: list[RunningJob], largest: int = JOB_GPUS[-1]
+) -> tuple[PendingJob, dict]:
+    """A high-priority job of a team below its nominal on a type its cohort-mates borrow, of at
+    most ``largest`` GPUs."""
     used: dict[tuple[str, str], int] = {}
     for job in running:
         used[(job.team, job.gpu_type)] = used.get((job.team, job.gpu_type), 0) + job.gpus
@@ -363,7 +368,7 @@ def _urgent(teams: dict[str, TeamView], running: list[RunningJob]) -> tuple[Pend
     if not candidates:
         raise SystemExit("generated cluster has no team below its nominal quota; change --seed")
     no_borrowers, neg_room, name, gpu_type = min(candidates)
-    gpus = max(g for g in JOB_GPUS if g <= -neg_room)
+    gpus = max(g for g in JOB_GPUS if g <= min(-neg_room, largest))
     job = PendingJob(
         id="urgent",
         team=name,
@@ -384,22 +389,43 @@ def _urgent(teams: dict[str, TeamView], running: list[RunningJob]) -> tuple[Pend
     return job, info
 
 
+def _preempting_urgent(
+    full: Snapshot, teams: dict[str, TeamView], running: list[RunningJob]
+) -> tuple[PendingJob, dict]:
+    """The largest urgent job (8, 4, 2 or 1 GPUs) for which the scheduler finds victims: on a
+    full cluster of mixed nodes a whole node of reclaimable jobs may not exist, and a decision
+    that finds nothing to preempt measures less than one that chooses victims."""
+    for largest in sorted(JOB_GPUS, reverse=True):
+        job, info = _urgent(teams, running, largest)
+        alone = Snapshot(NOW, full.pools, teams, full.running, (job,), full.usage)
+        if run_cycle(alone, DEFAULT).preemptions:
+            return job, info
+    return _urgent(teams, running)
+
+
+def _store_order(job: PendingJob) -> tuple[str, int, float, str]:
+    return (job.team, -job.priority, job.submitted_at, job.id)
+
+
 def build_cluster(size: Size, seed: int) -> Cluster:
     rng = Random(seed)
     started = time.perf_counter()
     layout = _pools(rng, size)
     capacity = {t: GPUS_PER_NODE * sum(len(n) for _, n in ps) for t, ps in layout.items()}
     teams = _teams(rng, size, capacity)
-    pending = tuple(_pending(rng, size, teams))
+    # In the order the controller's query returns the queue (team, priority, submit time, id).
+    pending = tuple(sorted(_pending(rng, size, teams), key=_store_order))
     pools, running = _running(rng, layout, teams, capacity)
-    full = Snapshot(NOW, tuple(pools), teams, tuple(running), pending)
+    # Team usage as the controller's snapshot builder sums it in its pass over running jobs.
+    usage = held_gpus(running)
+    full = Snapshot(NOW, tuple(pools), teams, tuple(running), pending, usage)
     build_ms = (time.perf_counter() - started) * 1000
-    urgent, info = _urgent(teams, running)
+    urgent, info = _preempting_urgent(full, teams, running)
     return Cluster(
         full=full,
         empty=Snapshot(NOW, tuple(_empty(pools)), teams, (), pending),
-        urgent_only=Snapshot(NOW, full.pools, teams, full.running, (urgent,)),
-        urgent_full=Snapshot(NOW, full.pools, teams, full.running, (urgent, *pending)),
+        urgent_only=Snapshot(NOW, full.pools, teams, full.running, (urgent,), usage),
+        urgent_full=Snapshot(NOW, full.pools, teams, full.running, (urgent, *pending), usage),
         urgent=info,
         build_ms=build_ms,
     )
