@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from dataclasses import dataclass
+from functools import cache
+from operator import attrgetter
 
 from gpupool.scheduler.snapshot import NodeView, Placement, PoolView
 
@@ -50,6 +52,9 @@ class Shape:
         )
 
 
+_BY_NAME = attrgetter("name")
+
+
 class NodeRoom:
     """The free room of one node; see the module invariants."""
 
@@ -57,14 +62,14 @@ class NodeRoom:
 
     def __init__(self, view: NodeView) -> None:
         self.view = view
-        used, devices = view.used_devices, range(view.gpus)
+        used, gpus = view.used_devices, view.gpus
         # Empty and full nodes (most of them) skip the per-device test.
         if not used:
-            self.free_devices = list(devices)
-        elif used.issuperset(devices):
+            self.free_devices = list(range(gpus))
+        elif len(used) >= gpus and used.issuperset(_all_devices(gpus)):
             self.free_devices = []
         else:
-            self.free_devices = [d for d in devices if d not in used]
+            self.free_devices = [d for d in range(gpus) if d not in used]
         self.free_cpus = view.cpus - view.used_cpus
         self.free_memory_gb = view.memory_gb - view.used_memory_gb
 
@@ -83,6 +88,11 @@ class NodeRoom:
             and view.cpus + _EPSILON >= shape.cpus
             and view.memory_gb + _EPSILON >= shape.memory_gb
         )
+
+
+@cache
+def _all_devices(gpus: int) -> frozenset[int]:
+    return frozenset(range(gpus))
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +126,7 @@ class PoolRoom:
 
     def __init__(self, view: PoolView) -> None:
         self.view = view
-        self.nodes = [NodeRoom(n) for n in sorted(view.nodes, key=lambda n: n.name)]
+        self.nodes = list(map(NodeRoom, sorted(view.nodes, key=_BY_NAME)))
         self.total_gpus = sum(n.gpus for n in view.nodes)
         top = max((n.gpus for n in view.nodes), default=0)
         self._by_free: list[list[int]] = [[] for _ in range(top + 1)]
