@@ -28,7 +28,9 @@ have ended); at most ``policy.preemption_budget`` jobs are preempted per cycle. 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -75,11 +77,27 @@ class Decisions:
 def run_cycle(snapshot: Snapshot, policy: Policy | None = None) -> CycleResult:
     """Decide which pending jobs start now, where, what is preempted, and why the others wait."""
     policy = policy if policy is not None else Policy()
-    workspace = build_workspace(snapshot)  # 1
-    reservations = Reservations(workspace, policy)
-    queues = build_queues(snapshot.pending, reservations.starving_before)  # 2
-    decisions = admit_heads(queues, workspace, policy, reservations)  # 3
-    return collect_result(decisions)  # 4
+    with _cyclic_gc_paused():
+        workspace = build_workspace(snapshot)  # 1
+        reservations = Reservations(workspace, policy)
+        queues = build_queues(snapshot.pending, reservations.starving_before)  # 2
+        decisions = admit_heads(queues, workspace, policy, reservations)  # 3
+        return collect_result(decisions)  # 4
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """A cycle allocates many short-lived objects, freed by reference counting as it goes; the
+    cyclic collector would meanwhile walk every object the snapshot holds (hundreds of
+    thousands at scale) again and again, so it waits until the cycle ends. Left off when the
+    caller had switched it off."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def build_workspace(snapshot: Snapshot) -> Workspace:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import random
 from dataclasses import dataclass, field, replace
 
@@ -594,6 +595,18 @@ def test_no_pool_at_all() -> None:
     snapshot = Snapshot(now=0, pools=(), teams={}, pending=(job("j1", "team-a"),))
     (reason,) = run_cycle(snapshot, Policy()).pending["j1"]
     assert reason.code is ReasonCode.NO_POOL
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["on", "off"])
+def test_the_cyclic_collector_is_as_the_caller_left_it(enabled: bool) -> None:
+    snapshot = Snapshot(now=0, pools=(H100,), teams={}, pending=(job("j1", "team-a"),))
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        run_cycle(snapshot, Policy())
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
 
 
 def test_equivalent_pools_tie_break_by_rendezvous_hash() -> None:
