@@ -144,9 +144,14 @@ class Snapshot:
 def held_gpus(running: Iterable[RunningJob]) -> dict[str, dict[str, int]]:
     """GPUs held per team and gpu type by ``running`` (terminating jobs included: they still
     hold their GPUs until they end)."""
+    held: dict[tuple[str, str], int] = {}
+    get = held.get
+    for job in running:  # inlined: every running job, every cycle that is not handed usage
+        key = (job.team, job.gpu_type)
+        held[key] = get(key, 0) + job.gpus
     usage: dict[str, dict[str, int]] = {}
-    for job in running:
-        add_held(usage, job)
+    for (team, gpu_type), gpus in held.items():
+        usage.setdefault(team, {})[gpu_type] = gpus
     return usage
 
 
