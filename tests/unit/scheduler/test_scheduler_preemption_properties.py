@@ -7,7 +7,6 @@ terminating) are gone from the snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import replace
 
 from hypothesis import given, settings
@@ -17,7 +16,6 @@ from gpupool.scheduler import (
     CycleResult,
     NodeView,
     PendingJob,
-    Placement,
     Policy,
     PoolView,
     QuotaView,
@@ -27,119 +25,9 @@ from gpupool.scheduler import (
     run_cycle,
 )
 from gpupool.scheduler.snapshot import (
-    BorrowWithinCohort,
-    PreemptionPolicy,
     ReasonCode,
-    Reclaim,
-    WithinTeam,
 )
-
-GPU_TYPES = ("h100", "t4")
-TEAMS = ("team-a", "team-b", "team-c")
-
-
-@st.composite
-def clusters(draw: st.DrawFn) -> Snapshot:
-    """Small full-ish clusters whose running jobs have mixed priorities, teams and end times;
-    each node's ``used_*`` is exactly what the jobs on it hold."""
-    teams = {
-        name: TeamView(
-            name,
-            draw(st.sampled_from(["research", "research", None])),
-            draw(st.sampled_from([0.5, 1.0, 2.0])),
-            {
-                f: QuotaView(
-                    draw(st.sampled_from([0, 2, 4, 8])),
-                    draw(st.none() | st.integers(0, 8)),
-                    draw(st.none() | st.integers(0, 4)),
-                )
-                for f in GPU_TYPES
-            },
-            float(draw(st.integers(0, 3)) * 100),
-        )
-        for name in TEAMS[: draw(st.integers(2, 3))]
-    }
-    names = sorted(teams)
-    pools, running = [], []
-    for p in range(draw(st.integers(1, 3))):
-        f = draw(st.sampled_from(GPU_TYPES))
-        pool_name, nodes = f"{f}-{p}", []
-        for n in range(draw(st.integers(1, 3))):
-            node_name, gpus = f"{pool_name}-n{n}", draw(st.sampled_from([4, 8]))
-            free, used = list(range(gpus)), set()
-            for j in range(draw(st.integers(0, 3))):
-                size = draw(st.integers(1, 4))
-                if size > len(free):
-                    break
-                devices, free = tuple(free[:size]), free[size:]
-                used |= set(devices)
-                running.append(
-                    RunningJob(
-                        f"r-{node_name}-{j}",
-                        draw(st.sampled_from(names)),
-                        draw(st.integers(0, 3)),
-                        f,
-                        pool_name,
-                        (Placement(node_name, devices),),
-                        started_at=float(draw(st.integers(0, 50))),
-                        terminating=draw(st.sampled_from([False, False, False, True])),
-                        ends_by=draw(st.none() | st.integers(100, 400).map(float)),
-                    )
-                )
-            nodes.append(NodeView(node_name, gpus, 64.0, 512.0, frozenset(used)))
-        pools.append(PoolView(pool_name, f, "local", tuple(nodes)))
-    pending = [
-        PendingJob(
-            f"job-{i}",
-            draw(st.sampled_from(names)),
-            draw(st.integers(0, 4)),
-            float(draw(st.integers(0, 99))),
-            draw(st.integers(1, 8)),
-            draw(st.sampled_from([1, 1, 2])),
-            gpu_types=tuple(draw(st.permutations(GPU_TYPES))[: draw(st.integers(0, 2))]),
-            max_runtime_s=draw(st.none() | st.integers(10, 300).map(float)),
-        )
-        for i in range(draw(st.integers(1, 10)))
-    ]
-    return Snapshot(100.0, tuple(pools), teams, tuple(running), tuple(pending))
-
-
-preemption_policies = st.builds(
-    PreemptionPolicy,
-    st.sampled_from(list(WithinTeam)),
-    st.sampled_from(list(Reclaim)),
-    st.sampled_from(list(BorrowWithinCohort)),
-    st.none() | st.integers(0, 3),
-)
-policies = st.builds(
-    Policy,
-    preemption=st.dictionaries(st.just("research"), preemption_policies),
-    default_preemption=preemption_policies,
-    preemption_budget=st.none() | st.integers(0, 3),
-    starvation_after_s=st.none() | st.just(50.0),
-)
-
-
-def without(snapshot: Snapshot, gone: Iterable[RunningJob]) -> Snapshot:
-    """The snapshot after ``gone`` ended: their devices free, their usage gone."""
-    gone_ids = {r.id for r in gone}
-    freed: dict[tuple[str, str], set[int]] = {}
-    for r in snapshot.running:
-        if r.id in gone_ids:
-            for p in r.placements:
-                freed.setdefault((r.pool, p.node), set()).update(p.devices)
-    pools = tuple(
-        replace(
-            p,
-            nodes=tuple(
-                replace(n, used_devices=n.used_devices - freed.get((p.name, n.name), set()))
-                for n in p.nodes
-            ),
-        )
-        for p in snapshot.pools
-    )
-    running = tuple(r for r in snapshot.running if r.id not in gone_ids)
-    return replace(snapshot, pools=pools, running=running)
+from support.scheduler_inputs import cluster_policies, clusters, without
 
 
 def fits(snapshot: Snapshot, job: PendingJob, gpu_type: str) -> bool:
@@ -223,7 +111,7 @@ def check_room(snapshot: Snapshot, result: CycleResult) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(snapshot=clusters(), policy=policies)
+@given(snapshot=clusters(), policy=cluster_policies)
 def test_preemption_invariants(snapshot: Snapshot, policy: Policy) -> None:
     result = run_cycle(snapshot, policy)
     check_preemptions(snapshot, policy, result)
@@ -235,7 +123,7 @@ def test_preemption_invariants(snapshot: Snapshot, policy: Policy) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(snapshot=clusters(), policy=policies, data=st.data())
+@given(snapshot=clusters(), policy=cluster_policies, data=st.data())
 def test_deterministic_with_preemptions(
     snapshot: Snapshot, policy: Policy, data: st.DataObject
 ) -> None:

@@ -13,100 +13,15 @@ from hypothesis import strategies as st
 
 from gpupool.scheduler import (
     CycleResult,
-    NodeView,
-    PendingJob,
     Placement,
     Policy,
-    PoolView,
     QuotaView,
     RunningJob,
     Snapshot,
-    TeamView,
     held_gpus,
     run_cycle,
 )
-
-GPU_TYPES = ("h100", "a100", "t4")
-TEAMS = ("team-a", "team-b", "team-c", "team-d")
-
-
-@st.composite
-def snapshots(draw: st.DrawFn, roomy: bool = False) -> Snapshot:
-    """Random small clusters; ``roomy`` ones (large shared nodes, one cohort) make borrowing
-    the usual limit instead of room, so the quota invariants get exercised often."""
-    teams: dict[str, TeamView] = {}
-    for name in TEAMS[: draw(st.integers(1, len(TEAMS)))]:
-        quotas = {
-            gpu_type: QuotaView(
-                draw(st.sampled_from([0, 0, 1, 2, 4, 8, 16])),
-                draw(st.none() | st.integers(0, 6)),
-                draw(st.none() | st.integers(0, 6)),
-            )
-            for gpu_type in draw(st.lists(st.sampled_from(GPU_TYPES), unique=True, min_size=2))
-        }
-        cohort = "research" if roomy else draw(st.sampled_from([None, "research", "prod"]))
-        weight = draw(st.sampled_from([0.5, 1.0, 2.0]))
-        teams[name] = TeamView(name, cohort, weight, quotas)
-    team_names = sorted(teams)
-
-    pools: list[PoolView] = []
-    running: list[RunningJob] = []
-    for p in range(draw(st.integers(1, 4))):
-        gpu_type = draw(st.sampled_from(GPU_TYPES))
-        pool_name = f"{gpu_type}-{p}"
-        nodes: list[NodeView] = []
-        for n in range(draw(st.integers(1, 4))):
-            gpus = 8 if roomy else draw(st.integers(0, 8))
-            cpus, memory = (
-                (64.0, 512.0)
-                if roomy
-                else (
-                    float(draw(st.integers(1, 16))),
-                    float(draw(st.integers(1, 64))),
-                )
-            )
-            used = draw(st.lists(st.integers(0, max(gpus - 1, 0)), unique=True, max_size=gpus))
-            used = [d for d in used if d < gpus]
-            used_cpus = draw(st.floats(0, cpus, allow_nan=False))
-            node_name = f"{pool_name}-n{n}"
-            nodes.append(NodeView(node_name, gpus, cpus, memory, frozenset(used), used_cpus))
-            if used:
-                owner = draw(st.sampled_from(team_names))
-                placement = Placement(node_name, tuple(sorted(used)))
-                running.append(
-                    RunningJob(f"r-{node_name}", owner, 0, gpu_type, pool_name, (placement,))
-                )
-        dedicated = None if roomy else draw(st.none() | st.none() | st.sampled_from(team_names))
-        pools.append(PoolView(pool_name, gpu_type, "local", tuple(nodes), dedicated))
-
-    # Mostly types that have pools, so jobs get past NO_POOL; sometimes one that has none.
-    present = sorted({p.gpu_type for p in pools} | {draw(st.sampled_from(GPU_TYPES))})
-    pending = [
-        PendingJob(
-            f"job-{i}",
-            draw(st.sampled_from(team_names)),
-            draw(st.integers(0, 2)),
-            float(draw(st.integers(0, 5))),
-            draw(st.integers(0, 4)),
-            draw(st.sampled_from([1, 1, 1, 2, 3])),
-            float(draw(st.integers(0, 4))),
-            float(draw(st.integers(0, 16))),
-            tuple(draw(st.permutations(present))[: draw(st.integers(0, 3))]),
-        )
-        for i in range(draw(st.integers(0, 16)))
-    ]
-    return Snapshot(0.0, tuple(pools), teams, tuple(running), tuple(pending))
-
-
-# Preemption off: these checks replay admissions on the snapshot's usage, while a preemption
-# claim moves quota to the state after its victims end (test_scheduler_preemption_properties
-# checks cycles with preemption).
-policies = st.builds(
-    Policy,
-    st.sampled_from([(), ("t4", "h100"), ("h100", "a100", "t4")]),
-    st.none() | st.integers(0, 6),
-    preemption_budget=st.just(0),
-)
+from support.scheduler_inputs import plain_policies, snapshots
 
 
 def check_capacity(snapshot: Snapshot, result: CycleResult) -> None:
@@ -195,7 +110,7 @@ any_snapshot = st.one_of(snapshots(), snapshots(roomy=True))
 
 
 @settings(max_examples=100, deadline=None)
-@given(snapshot=any_snapshot, policy=policies)
+@given(snapshot=any_snapshot, policy=plain_policies)
 def test_cycle_invariants(snapshot: Snapshot, policy: Policy) -> None:
     result = run_cycle(snapshot, policy)
     check_capacity(snapshot, result)
@@ -204,7 +119,7 @@ def test_cycle_invariants(snapshot: Snapshot, policy: Policy) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(snapshot=any_snapshot, policy=policies, data=st.data())
+@given(snapshot=any_snapshot, policy=plain_policies, data=st.data())
 def test_same_input_same_output(snapshot: Snapshot, policy: Policy, data: st.DataObject) -> None:
     """Deterministic, and blind to the order the snapshot lists things in."""
     result = run_cycle(snapshot, policy)
@@ -223,7 +138,7 @@ def test_same_input_same_output(snapshot: Snapshot, policy: Policy, data: st.Dat
 
 
 @settings(max_examples=100, deadline=None)
-@given(snapshot=any_snapshot, policy=policies)
+@given(snapshot=any_snapshot, policy=plain_policies)
 def test_usage_handed_over_decides_as_usage_summed(snapshot: Snapshot, policy: Policy) -> None:
     """A builder's ``usage`` (held_gpus of running) changes nothing but who sums it."""
     handed = replace(snapshot, usage=held_gpus(snapshot.running))
