@@ -31,9 +31,10 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 
+from gpupool.scheduler import parking as parking_rules
 from gpupool.scheduler import reasons
 from gpupool.scheduler.assignment import Assignment, FitMode, job_shape, resolve_gpu_types
 from gpupool.scheduler.memo import AssignMemo, FallbackKey, FallbackMemo, job_key
@@ -53,6 +54,8 @@ from gpupool.scheduler.reservations import Reservations
 from gpupool.scheduler.snapshot import (
     Admission,
     CycleResult,
+    ParkedTeam,
+    Parking,
     PendingJob,
     PendingReason,
     Policy,
@@ -74,15 +77,101 @@ class Decisions:
     pending: dict[str, tuple[PendingReason, ...]] = field(default_factory=dict)
 
 
-def run_cycle(snapshot: Snapshot, policy: Policy | None = None) -> CycleResult:
-    """Decide which pending jobs start now, where, what is preempted, and why the others wait."""
+def run_cycle(
+    snapshot: Snapshot, policy: Policy | None = None, parking: Parking | None = None
+) -> CycleResult:
+    """Decide which pending jobs start now, where, what is preempted, and why the others wait.
+
+    ``parking`` (``Parking()``, then each result's ``parking``) lets the cycle skip the teams
+    whose decisions cannot have changed since (:mod:`gpupool.scheduler.parking`); the result is
+    the same without it.
+    """
     policy = policy if policy is not None else Policy()
     with _cyclic_gc_paused():
+        if parking is not None and policy.max_admissions is None:
+            return _run_parked(snapshot, policy, parking)
         workspace = build_workspace(snapshot)  # 1
         reservations = Reservations(workspace, policy)
         queues = build_queues(snapshot.pending, reservations.starving_before)  # 2
         decisions = admit_heads(queues, workspace, policy, reservations)  # 3
-        return collect_result(decisions)  # 4
+        result = collect_result(decisions)  # 4
+        return result if parking is None else replace(result, parking=Parking(policy=policy))
+
+
+def _run_parked(snapshot: Snapshot, policy: Policy, parking: Parking) -> CycleResult:
+    """:func:`run_cycle` without the parked teams, run again when a decision touches a gpu type
+    of one of them (see :mod:`gpupool.scheduler.parking`)."""
+    quotas = parking_rules.quota_inputs(snapshot.teams)
+    groups = parking_rules.group_by_team(snapshot.pending, parking.groups)
+    while True:
+        workspace = build_workspace(snapshot)  # 1
+        reservations = Reservations(workspace, policy)
+        gpu_types = tuple(workspace.gpu_types)
+        if groups is None:
+            parked: dict[str, ParkedTeam] = {}
+        else:
+            parked = parking_rules.still_parked(
+                parking, policy, gpu_types, snapshot, quotas, groups, reservations.starving_before
+            )
+        rest = snapshot.pending
+        if parked and groups is not None:
+            rest = tuple(job for team, jobs in groups.items() if team not in parked for job in jobs)
+        queues = build_queues(rest, reservations.starving_before)  # 2
+        given = {queue.team: tuple(queue.smallest) for queue in queues}  # their gpu types
+        watch = frozenset().union(*(team.types for team in parked.values()))
+        try:
+            decisions = admit_heads(queues, workspace, policy, reservations, watch)  # 3
+        except parking_rules.Interrupted as stop:
+            touched = stop.types
+            parking = replace(
+                parking,
+                teams={
+                    name: team
+                    for name, team in parking.teams.items()
+                    if touched is not None and team.types.isdisjoint(touched)
+                },
+            )
+            continue
+        break
+    if parked and groups is not None:  # the remembered reasons, then this cycle's decisions
+        remembered = parking_rules.remembered_reasons(parking, parked, groups)
+        for admission in decisions.admissions:
+            remembered.pop(admission.job_id, None)
+        remembered.update(decisions.pending)
+        decisions.pending = remembered
+    result = collect_result(decisions)  # 4
+    teams = dict(parked)
+    dropped = []
+    if groups is not None:
+        touched = _touched(workspace)
+        types_of = _GpuTypes(workspace, policy)
+        for name, kinds in given.items():
+            types = frozenset(t for kind in kinds for t in types_of.of(kind))
+            if touched is not None and types.isdisjoint(touched):
+                teams[name] = parking_rules.parked_team(groups[name], types)
+            else:
+                dropped.append(groups[name])
+    return replace(
+        result,
+        parking=parking_rules.next_parking(
+            policy,
+            gpu_types,
+            snapshot,
+            quotas,
+            groups or {},
+            teams,
+            result.pending if teams else {},
+            dropped,
+        ),
+    )
+
+
+def _touched(ws: Workspace) -> frozenset[str] | None:
+    """The gpu types a decision of this cycle changed (None: all of them, after a claim or a
+    reservation)."""
+    if ws.rare_epoch:
+        return None
+    return frozenset(t for t in ws.gpu_types if ws.room_epoch(t))
 
 
 @contextmanager
@@ -128,8 +217,12 @@ def admit_heads(
     ws: Workspace,
     policy: Policy,
     reservations: Reservations | None = None,
+    watch: frozenset[str] = frozenset(),
 ) -> Decisions:
-    """Step 3: decide heads one at a time, best head first, until queues or the bound run out."""
+    """Step 3: decide heads one at a time, best head first, until queues or the bound run out.
+
+    Raises :class:`~gpupool.scheduler.parking.Interrupted` as soon as a decision touches a gpu
+    type in ``watch`` (those of parked teams)."""
     cycle = _Cycle(ws, policy, reservations or Reservations(ws, policy))
     smallest = {queue.team: queue.smallest for queue in queues}
     heads = Heads(queues, _head_key(cycle, smallest))
@@ -143,7 +236,10 @@ def admit_heads(
             break
         job = queue.head
         assert job is not None  # only teams with a head are in the heap
+        epoch = ws.epoch
         others_changed = decide(job, cycle)
+        if watch and ws.epoch != epoch:
+            _check_watched(ws, watch)
         waits = cycle.decisions.pending.get(job.id)
         if waits is not None and not others_changed:
             # Jobs behind a head that waits and that ask what a job of the team that waited
@@ -164,6 +260,14 @@ def admit_heads(
         if others_changed:
             heads.refresh()
     return cycle.decisions
+
+
+def _check_watched(ws: Workspace, watch: frozenset[str]) -> None:
+    if ws.rare_epoch:
+        raise parking_rules.Interrupted(None)
+    touched = frozenset(t for t in watch if ws.room_epoch(t))
+    if touched:
+        raise parking_rules.Interrupted(touched)
 
 
 def decide(job: PendingJob, cycle: _Cycle) -> bool:
@@ -313,9 +417,11 @@ def _apply(job: PendingJob, outcome: Assignment, ws: Workspace) -> Admission:
 
 
 def collect_result(decisions: Decisions) -> CycleResult:
-    """Step 4: the immutable result; admissions and preemptions keep their decision order."""
+    """Step 4: the result; admissions and preemptions keep their decision order. The pending
+    reasons are handed over, not copied (a hundred thousand entries at scale): ``decisions`` is
+    not used again."""
     return CycleResult(
         admissions=tuple(decisions.admissions),
         preemptions=tuple(decisions.preemptions),
-        pending=dict(decisions.pending),
+        pending=decisions.pending,
     )

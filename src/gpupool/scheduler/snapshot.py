@@ -263,7 +263,36 @@ class Preemption:
 
 
 @dataclass(frozen=True, slots=True)
+class ParkedTeam:
+    """A team whose whole queue waited in a cycle that touched none of its gpu types (see
+    :mod:`gpupool.scheduler.parking`): its jobs as the snapshot listed them, the gpu types its
+    jobs may use, and its longest wait (a team with a starving job is decided again)."""
+
+    given: tuple[PendingJob, ...]
+    types: frozenset[str]
+    waiting_since: float
+
+
+@dataclass(frozen=True, slots=True)
+class Parking:
+    """What one cycle hands the next so that it may skip the teams whose decisions cannot have
+    changed: pass ``Parking()`` to the first cycle, then each result's ``parking``. A cycle's
+    result is the same with or without it."""
+
+    policy: Policy | None = None
+    gpu_types: tuple[str, ...] = ()
+    pools: tuple[PoolView, ...] = ()
+    running: tuple[RunningJob, ...] = ()
+    quotas: tuple[object, ...] = ()
+    groups: dict[str, tuple[PendingJob, ...]] = field(default_factory=dict)  # every team's jobs
+    teams: dict[str, ParkedTeam] = field(default_factory=dict)
+    reasons: dict[str, tuple[PendingReason, ...]] = field(default_factory=dict)  # their jobs'
+
+
+@dataclass(frozen=True, slots=True)
 class CycleResult:
     admissions: tuple[Admission, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
     pending: dict[str, tuple[PendingReason, ...]] = field(default_factory=dict)
+    # For the next cycle, when this one was given a Parking; never part of the comparison.
+    parking: Parking | None = field(default=None, compare=False, repr=False)

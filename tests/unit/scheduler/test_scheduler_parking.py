@@ -1,0 +1,246 @@
+"""Parking (gpupool.scheduler.parking): a cycle given the last cycle's ``parking`` skips the
+teams whose decisions cannot have changed, and returns exactly what a full cycle returns."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpupool.scheduler import (
+    CycleResult,
+    NodeView,
+    PendingJob,
+    Placement,
+    Policy,
+    PoolView,
+    QuotaView,
+    RunningJob,
+    Snapshot,
+    TeamView,
+    run_cycle,
+)
+from gpupool.scheduler import cycle as cycle_module
+from gpupool.scheduler.snapshot import Parking
+from support.scheduler_inputs import cluster_policies, clusters, plain_policies, snapshots, without
+
+SUBMITTED = itertools.count()  # job ids stay unique over a whole sequence
+ACTIONS = ("same", "same", "apply", "end", "submit", "later", "reorder")
+
+
+def grouped(snapshot: Snapshot) -> Snapshot:
+    """Pending jobs listed team by team, as the controller's query returns them."""
+    return replace(snapshot, pending=tuple(sorted(snapshot.pending, key=lambda j: j.team)))
+
+
+def applied(snapshot: Snapshot, result: CycleResult) -> Snapshot:
+    """The next snapshot when the controller carried ``result`` out: admitted jobs run on their
+    placements, victims are signalled."""
+    jobs = {job.id: job for job in snapshot.pending}
+    victims = {p.job_id for p in result.preemptions}
+    running = [replace(r, terminating=True) if r.id in victims else r for r in snapshot.running]
+    taken: dict[tuple[str, str], tuple[set[int], float, float]] = {}
+    for admission in result.admissions:
+        job = jobs[admission.job_id]
+        ends_by = None if job.max_runtime_s is None else snapshot.now + job.max_runtime_s
+        running.append(
+            RunningJob(
+                job.id,
+                job.team,
+                job.priority,
+                admission.gpu_type,
+                admission.pool,
+                admission.placements,
+                job.cpus,
+                job.memory_gb,
+                snapshot.now,
+                ends_by=ends_by,
+            )
+        )
+        for placement in admission.placements:
+            devices, cpus, memory = taken.get((admission.pool, placement.node), (set(), 0.0, 0.0))
+            devices.update(placement.devices)
+            taken[(admission.pool, placement.node)] = (
+                devices,
+                cpus + job.cpus,
+                memory + job.memory_gb,
+            )
+    pools = tuple(
+        replace(
+            pool,
+            nodes=tuple(_taken(node, taken.get((pool.name, node.name))) for node in pool.nodes),
+        )
+        for pool in snapshot.pools
+    )
+    admitted = {a.job_id for a in result.admissions}
+    pending = tuple(job for job in snapshot.pending if job.id not in admitted)
+    return replace(snapshot, pools=pools, running=tuple(running), pending=pending)
+
+
+def _taken(node: NodeView, taken: tuple[set[int], float, float] | None) -> NodeView:
+    if taken is None:
+        return node
+    devices, cpus, memory = taken
+    return replace(
+        node,
+        used_devices=node.used_devices | devices,
+        used_cpus=node.used_cpus + cpus,
+        used_memory_gb=node.used_memory_gb + memory,
+    )
+
+
+def advance(snapshot: Snapshot, result: CycleResult, action: str, data: st.DataObject) -> Snapshot:
+    if action == "apply":
+        return applied(snapshot, result)
+    if action == "end" and snapshot.running:
+        gone = data.draw(st.sampled_from(snapshot.running))
+        return without(snapshot, [gone])
+    if action == "submit" and snapshot.teams:
+        job = PendingJob(
+            f"new-{next(SUBMITTED)}",
+            data.draw(st.sampled_from(sorted(snapshot.teams))),
+            data.draw(st.integers(0, 2)),
+            snapshot.now,
+            data.draw(st.integers(0, 4)),
+            gpu_types=tuple(data.draw(st.sets(st.sampled_from(["h100", "a100", "t4"])))),
+        )
+        return grouped(replace(snapshot, pending=(*snapshot.pending, job)))
+    if action == "later":
+        return replace(snapshot, now=snapshot.now + 30.0)
+    if action == "reorder":  # not grouped by team: nothing may be parked, results still equal
+        return replace(snapshot, pending=tuple(reversed(snapshot.pending)))
+    return snapshot
+
+
+def check_sequence(snapshot: Snapshot, policy: Policy, data: st.DataObject) -> None:
+    parking = Parking()
+    snapshot = grouped(snapshot)
+    for _ in range(6):
+        parked = run_cycle(snapshot, policy, parking)
+        assert parked == run_cycle(snapshot, policy)
+        assert parked.parking is not None
+        parking = parked.parking
+        snapshot = advance(snapshot, parked, data.draw(st.sampled_from(ACTIONS)), data)
+
+
+@settings(max_examples=150, deadline=None)
+@given(snapshot=snapshots(), policy=plain_policies, data=st.data())
+def test_a_parked_cycle_decides_as_a_full_one(
+    snapshot: Snapshot, policy: Policy, data: st.DataObject
+) -> None:
+    check_sequence(snapshot, policy, data)
+
+
+@settings(max_examples=150, deadline=None)
+@given(snapshot=clusters(), policy=cluster_policies, data=st.data())
+def test_a_parked_cycle_decides_as_a_full_one_with_preemption_and_starvation(
+    snapshot: Snapshot, policy: Policy, data: st.DataObject
+) -> None:
+    check_sequence(snapshot, policy, data)
+
+
+# --- what parking skips ------------------------------------------------------------------
+
+H100 = PoolView(
+    "h100-a",
+    "h100",
+    "local",
+    tuple(NodeView(f"h{i}", 4, 64.0, 512.0, frozenset(range(4))) for i in range(2)),
+)
+T4 = PoolView("t4-a", "t4", "local", (NodeView("t1", 4, 64.0, 512.0),))
+TEAMS = {
+    "team-a": TeamView("team-a", "research", quota={"h100": QuotaView(4), "t4": QuotaView(0, 0)}),
+    "team-b": TeamView("team-b", "research", quota={"h100": QuotaView(4), "t4": QuotaView(2)}),
+    # Holds every h100 within its own nominal, in another cohort: nobody may preempt it.
+    "team-c": TeamView("team-c", "prod", quota={"h100": QuotaView(8)}),
+}
+
+
+def full_cluster(*extra: PendingJob) -> Snapshot:
+    """Every h100 held by team-c; team-a and team-b each wait with five h100 jobs, and team-a
+    with one that would also take a t4 its quota does not allow."""
+    running = tuple(
+        RunningJob(f"r{i}", "team-c", 0, "h100", "h100-a", (Placement(f"h{i}", (0, 1, 2, 3)),))
+        for i in range(2)
+    )
+    pending = tuple(
+        PendingJob(f"{team[-1]}{i}", team, 0, float(i), 2, gpu_types=("h100",))
+        for team in ("team-a", "team-b")
+        for i in range(5)
+    )
+    spill = PendingJob("a5", "team-a", 0, 5.0, 2, gpu_types=("h100", "t4"))
+    return grouped(Snapshot(0.0, (H100, T4), TEAMS, running, (*pending, spill, *extra)))
+
+
+@contextmanager
+def counted_decisions() -> Iterator[list[str]]:
+    seen: list[str] = []
+    real = cycle_module.decide
+
+    def counting(job: PendingJob, cycle: object) -> bool:
+        seen.append(job.id)
+        return real(job, cycle)  # type: ignore[arg-type]
+
+    with mock.patch.object(cycle_module, "decide", counting):
+        yield seen
+
+
+def test_nothing_changed_nothing_decided() -> None:
+    snapshot = full_cluster()
+    first = run_cycle(snapshot, Policy(), Parking())
+    assert first.parking is not None
+    assert sorted(first.parking.teams) == ["team-a", "team-b"]
+    again = full_cluster()  # rebuilt, equal: what a controller's next snapshot is
+    with counted_decisions() as decided:
+        second = run_cycle(again, Policy(), first.parking)
+    assert decided == []
+    assert second == run_cycle(again, Policy()) == first
+
+
+def test_a_new_job_has_its_team_decided_again_and_no_other() -> None:
+    first = run_cycle(full_cluster(), Policy(), Parking())
+    late = PendingJob("a9", "team-a", 0, 9.0, 2, gpu_types=("h100",))
+    snapshot = full_cluster(late)
+    with counted_decisions() as decided:
+        second = run_cycle(snapshot, Policy(), first.parking)
+    assert decided and all(job_id.startswith("a") for job_id in decided)
+    assert second == run_cycle(snapshot, Policy())
+
+
+def test_a_fit_on_a_parked_teams_gpu_type_decides_that_team_again() -> None:
+    """team-b's new t4 job fits: team-a, parked with a job that accepts t4, is decided again
+    in a second run of the cycle."""
+    first = run_cycle(full_cluster(), Policy(), Parking())
+    assert first.parking is not None
+    assert first.parking.teams["team-a"].types == {"h100", "t4"}
+    fresh = PendingJob("b9", "team-b", 5, 9.0, 2, gpu_types=("t4",))
+    snapshot = full_cluster(fresh)
+    with counted_decisions() as decided:
+        parked = run_cycle(snapshot, Policy(), first.parking)
+    assert parked == run_cycle(snapshot, Policy())
+    assert [a.job_id for a in parked.admissions] == ["b9"]
+    assert "a5" in decided
+    assert parked.parking is not None
+    assert "team-a" not in parked.parking.teams  # t4 changed in this cycle
+
+
+def test_a_starving_team_is_never_parked() -> None:
+    policy = Policy(starvation_after_s=10.0)
+    first = run_cycle(full_cluster(), policy, Parking())
+    assert first.parking is not None and first.parking.teams
+    later = replace(full_cluster(), now=100.0)  # every job has waited 95 s or more
+    with counted_decisions() as decided:
+        result = run_cycle(later, policy, first.parking)
+    assert decided
+    assert result == run_cycle(later, policy)
+
+
+def test_no_parking_under_an_admission_bound() -> None:
+    policy = Policy(max_admissions=1)
+    first = run_cycle(full_cluster(), policy, Parking())
+    assert first.parking is not None and not first.parking.teams
