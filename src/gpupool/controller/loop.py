@@ -54,7 +54,14 @@ from gpupool.controller.transitions import finish_job
 from gpupool.core.jobs import ACTIVE, JobStatus
 from gpupool.data.grants.base import GrantError
 from gpupool.data.grants.issuer import GrantIssuer
-from gpupool.scheduler import Admission, CycleResult, Preemption, run_cycle
+from gpupool.scheduler import (
+    Admission,
+    CycleResult,
+    Parking,
+    PendingReason,
+    Preemption,
+    run_cycle,
+)
 from gpupool.spec.models import ClusterConfig
 from gpupool.state.models import AttemptRow, ControllerStateRow, EventRow, JobRow
 
@@ -94,7 +101,10 @@ class Controller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last = TickStats()
-        self._reasons: dict[str, list[dict[str, str]]] = {}
+        # Per queued job, the reasons last written: as the scheduler gave them, and as stored.
+        self._reasons: dict[str, tuple[tuple[PendingReason, ...], list[dict[str, str]]]] = {}
+        # Handed from cycle to cycle: teams whose inputs did not change are not decided again.
+        self._parking = Parking()
         self._dirty = True
         self._last_full = float("-inf")
         self._history: tuple[float, dict[str, float]] | None = None
@@ -219,6 +229,7 @@ class Controller:
                     and_(AttemptRow.job_id == JobRow.id, AttemptRow.number == JobRow.attempt),
                 )
                 .where(JobRow.status.in_(_ACTIVE))
+                .order_by(JobRow.id)  # the same running jobs list the same way every cycle
             ).all()
         pending = [pending_job(row) for row in queued]
         snapshot = build_snapshot(
@@ -230,7 +241,8 @@ class Controller:
             self._capacity,
         )
         started = self._clock.monotonic()
-        result = run_cycle(snapshot, policy_for(config))
+        result = run_cycle(snapshot, policy_for(config), self._parking)
+        self._parking = result.parking or Parking()
         cycle_ms = (self._clock.monotonic() - started) * 1000
         self._persist(result, {row.id: row.attempt for row in queued}, now)
         log.debug(
@@ -248,19 +260,23 @@ class Controller:
         ``self._reasons`` remembers what was last written per queued job, so a job that
         keeps waiting for the same reasons costs no write per cycle.
         """
-        reasons_now: dict[str, list[dict[str, str]]] = {}
+        reasons_now: dict[str, tuple[tuple[PendingReason, ...], list[dict[str, str]]]] = {}
         with self._sessions.begin() as session:
             for admission in result.admissions:
                 self._admit(session, admission.job_id, attempts[admission.job_id], admission, now)
             for preemption in result.preemptions:
                 self._mark_victim(session, preemption, now)
             for job_id, reasons in result.pending.items():
+                known = self._reasons.get(job_id)
+                if known is not None and known[0] == reasons:  # a parked job: the same tuple
+                    reasons_now[job_id] = known
+                    continue
                 new = [
                     {"gpu_type": r.gpu_type, "code": r.code.value, "message": r.message}
                     for r in reasons
                 ]
-                reasons_now[job_id] = new
-                if self._reasons.get(job_id) != new:
+                reasons_now[job_id] = (reasons, new)
+                if known is None or known[1] != new:
                     session.execute(
                         update(JobRow)
                         .where(JobRow.id == job_id, JobRow.status == JobStatus.QUEUED.value)
