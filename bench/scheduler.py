@@ -18,10 +18,13 @@ L      10,000   200    5          100,000
 Measured (``time.perf_counter`` around one ``run_cycle``; the median of ``--repeat`` runs, each
 after a ``gc.collect()``; the snapshots are immutable and built once):
 
-* ``no_admission_cycle_ms``: the full cluster (every device held by a RunningJob, usage spread
-  so that some teams of each cohort borrow and others lend) and the whole pending set, none of
-  which can fit. Preemption is switched off (``preemption_budget=0``) so this is the pure cost of
-  deciding "nothing fits" for every pending job; ``no_admission_admitted`` must be 0.
+* ``no_admission_first_cycle_ms``: the full cluster (every device held by a RunningJob, usage
+  spread so that some teams of each cohort borrow and others lend) and the whole pending set,
+  none of which can fit. Preemption is switched off (``preemption_budget=0``) so this is the
+  pure cost of deciding "nothing fits" for every pending job, with nothing parked yet.
+* ``no_admission_cycle_ms``: the cycle after it, as the controller runs it: one more job was
+  submitted, and the cycle is handed the first one's parking (``no_admission_parked_teams``
+  teams parked); ``no_admission_admitted`` must be 0.
 * ``admissions_per_s``: capacity has freed up: an empty cluster and the same pending set with
   the default Policy. ``admitted`` admissions in one cycle divided by its wall time
   (``admission_cycle_ms``). Quotas and cohorts, not room, bound how many are admitted.
@@ -108,7 +111,7 @@ class Size:
 SIZES = {
     "S": Size(nodes=50, teams=10, pending=1_000, gpu_types=2, repeat=3),
     "M": Size(nodes=1_000, teams=50, pending=20_000, gpu_types=3, repeat=3),
-    "L": Size(nodes=10_000, teams=200, pending=100_000, gpu_types=5, repeat=1),
+    "L": Size(nodes=10_000, teams=200, pending=100_000, gpu_types=5, repeat=3),
 }
 
 

@@ -87,15 +87,19 @@ def run_cycle(
     the same without it.
     """
     policy = policy if policy is not None else Policy()
-    with _cyclic_gc_paused():
+    with _cyclic_gc_paused():  # the cycle's working objects are freed before it resumes
         if parking is not None and policy.max_admissions is None:
             return _run_parked(snapshot, policy, parking)
-        workspace = build_workspace(snapshot)  # 1
-        reservations = Reservations(workspace, policy)
-        queues = build_queues(snapshot.pending, reservations.starving_before)  # 2
-        decisions = admit_heads(queues, workspace, policy, reservations)  # 3
-        result = collect_result(decisions)  # 4
+        result = _run(snapshot, policy)
         return result if parking is None else replace(result, parking=Parking(policy=policy))
+
+
+def _run(snapshot: Snapshot, policy: Policy) -> CycleResult:
+    workspace = build_workspace(snapshot)  # 1
+    reservations = Reservations(workspace, policy)
+    queues = build_queues(snapshot.pending, reservations.starving_before)  # 2
+    decisions = admit_heads(queues, workspace, policy, reservations)  # 3
+    return collect_result(decisions)  # 4
 
 
 def _run_parked(snapshot: Snapshot, policy: Policy, parking: Parking) -> CycleResult:
@@ -178,8 +182,9 @@ def _touched(ws: Workspace) -> frozenset[str] | None:
 def _cyclic_gc_paused() -> Iterator[None]:
     """A cycle allocates many short-lived objects, freed by reference counting as it goes; the
     cyclic collector would meanwhile walk every object the snapshot holds (hundreds of
-    thousands at scale) again and again, so it waits until the cycle ends. Left off when the
-    caller had switched it off."""
+    thousands at scale) again and again, so it waits until the cycle ends, when the working
+    copy is gone and only the result is left to look at. Left off when the caller had
+    switched it off."""
     enabled = gc.isenabled()
     gc.disable()
     try:
