@@ -107,16 +107,26 @@ def _run_parked(snapshot: Snapshot, policy: Policy, parking: Parking) -> CycleRe
     of one of them (see :mod:`gpupool.scheduler.parking`)."""
     quotas = parking_rules.quota_inputs(snapshot.teams)
     groups = parking_rules.group_by_team(snapshot.pending, parking.groups)
+    unparked: frozenset[str] | None = frozenset()  # types a run touched (None: all of them)
     while True:
         workspace = build_workspace(snapshot)  # 1
         reservations = Reservations(workspace, policy)
         gpu_types = tuple(workspace.gpu_types)
-        if groups is None:
-            parked: dict[str, ParkedTeam] = {}
-        else:
-            parked = parking_rules.still_parked(
-                parking, policy, gpu_types, snapshot, quotas, groups, reservations.starving_before
-            )
+        parked: dict[str, ParkedTeam] = {}
+        if groups is not None and unparked is not None:
+            parked = {
+                name: team
+                for name, team in parking_rules.still_parked(
+                    parking,
+                    policy,
+                    gpu_types,
+                    snapshot,
+                    quotas,
+                    groups,
+                    reservations.starving_before,
+                ).items()
+                if team.types.isdisjoint(unparked)
+            }
         rest = snapshot.pending
         if parked and groups is not None:
             rest = tuple(job for team, jobs in groups.items() if team not in parked for job in jobs)
@@ -126,15 +136,7 @@ def _run_parked(snapshot: Snapshot, policy: Policy, parking: Parking) -> CycleRe
         try:
             decisions = admit_heads(queues, workspace, policy, reservations, watch)  # 3
         except parking_rules.Interrupted as stop:
-            touched = stop.types
-            parking = replace(
-                parking,
-                teams={
-                    name: team
-                    for name, team in parking.teams.items()
-                    if touched is not None and team.types.isdisjoint(touched)
-                },
-            )
+            unparked = None if stop.types is None or unparked is None else unparked | stop.types
             continue
         break
     if parked and groups is not None:  # the remembered reasons, then this cycle's decisions

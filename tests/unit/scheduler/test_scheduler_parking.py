@@ -30,7 +30,7 @@ from gpupool.scheduler.snapshot import Parking
 from support.scheduler_inputs import cluster_policies, clusters, plain_policies, snapshots, without
 
 SUBMITTED = itertools.count()  # job ids stay unique over a whole sequence
-ACTIONS = ("same", "same", "apply", "end", "submit", "later", "reorder")
+ACTIONS = ("same", "same", "apply", "end", "submit", "submit", "cancel", "later", "reorder")
 
 
 def grouped(snapshot: Snapshot) -> Snapshot:
@@ -110,6 +110,9 @@ def advance(snapshot: Snapshot, result: CycleResult, action: str, data: st.DataO
             gpu_types=tuple(data.draw(st.sets(st.sampled_from(["h100", "a100", "t4"])))),
         )
         return grouped(replace(snapshot, pending=(*snapshot.pending, job)))
+    if action == "cancel" and snapshot.pending:
+        gone = data.draw(st.sampled_from(snapshot.pending))
+        return replace(snapshot, pending=tuple(j for j in snapshot.pending if j is not gone))
     if action == "later":
         return replace(snapshot, now=snapshot.now + 30.0)
     if action == "reorder":  # not grouped by team: nothing may be parked, results still equal
@@ -227,6 +230,32 @@ def test_a_fit_on_a_parked_teams_gpu_type_decides_that_team_again() -> None:
     assert "a5" in decided
     assert parked.parking is not None
     assert "team-a" not in parked.parking.teams  # t4 changed in this cycle
+
+
+def test_a_rerun_forgets_the_reasons_of_jobs_that_left_a_changed_team() -> None:
+    """team-a's a1 left the queue and team-e's new t4 job touches t4, which team-d (parked)
+    and team-a may use; team-b stays parked: the re-run must not hand out a1's old reasons."""
+    teams = {
+        **TEAMS,
+        "team-d": TeamView("team-d", "research", quota={"t4": QuotaView(0, 0)}),
+        "team-e": TeamView("team-e", "research", quota={"t4": QuotaView(2)}),
+    }
+    waiting = PendingJob("d0", "team-d", 0, 0.0, 1, gpu_types=("t4",))
+
+    def snapshot(*extra: PendingJob, without: str = "") -> Snapshot:
+        base = full_cluster(waiting, *extra)
+        pending = tuple(job for job in base.pending if job.id != without)
+        return grouped(replace(base, teams=teams, pending=pending))
+
+    first = run_cycle(snapshot(), Policy(), Parking())
+    assert first.parking is not None and "team-d" in first.parking.teams
+    fresh = PendingJob("e0", "team-e", 5, 9.0, 2, gpu_types=("t4",))
+    later = snapshot(fresh, without="a1")
+    result = run_cycle(later, Policy(), first.parking)
+    assert [a.job_id for a in result.admissions] == ["e0"]
+    assert result.parking is not None and "team-b" in result.parking.teams
+    assert "a1" not in result.pending
+    assert result == run_cycle(later, Policy())
 
 
 def test_a_starving_team_is_never_parked() -> None:
