@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, bindparam, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpupool.backends.base import (
@@ -261,6 +261,7 @@ class Controller:
         keeps waiting for the same reasons costs no write per cycle.
         """
         reasons_now: dict[str, tuple[tuple[PendingReason, ...], list[dict[str, str]]]] = {}
+        changed: list[dict[str, object]] = []
         with self._sessions.begin() as session:
             for admission in result.admissions:
                 self._admit(session, admission.job_id, attempts[admission.job_id], admission, now)
@@ -277,11 +278,16 @@ class Controller:
                 ]
                 reasons_now[job_id] = (reasons, new)
                 if known is None or known[1] != new:
-                    session.execute(
-                        update(JobRow)
-                        .where(JobRow.id == job_id, JobRow.status == JobStatus.QUEUED.value)
-                        .values(pending_reasons=new, reasons_at=now)
-                    )
+                    changed.append({"job": job_id, "reasons": new})
+            if changed:  # one statement, executed for many (a large queue's first cycle)
+                jobs = JobRow.__table__
+                session.execute(
+                    update(jobs)
+                    .where(jobs.c.id == bindparam("job"))
+                    .where(jobs.c.status == JobStatus.QUEUED.value)
+                    .values(pending_reasons=bindparam("reasons"), reasons_at=now),
+                    changed,
+                )
             state = session.get(ControllerStateRow, 1)
             if state is None:
                 session.add(ControllerStateRow(id=1, last_cycle_at=now, holder=""))
