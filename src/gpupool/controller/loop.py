@@ -44,6 +44,7 @@ from gpupool.controller.fairshare import HORIZON_HALF_LIVES, UsageInterval, deca
 from gpupool.controller.snapshot import (
     ACTIVE_COLUMNS,
     PENDING_COLUMNS,
+    RowViews,
     build_snapshot,
     pending_job,
     policy_for,
@@ -58,8 +59,10 @@ from gpupool.scheduler import (
     Admission,
     CycleResult,
     Parking,
+    PendingJob,
     PendingReason,
     Preemption,
+    RunningJob,
     run_cycle,
 )
 from gpupool.spec.models import ClusterConfig
@@ -105,6 +108,8 @@ class Controller:
         self._reasons: dict[str, tuple[tuple[PendingReason, ...], list[dict[str, str]]]] = {}
         # Handed from cycle to cycle: teams whose inputs did not change are not decided again.
         self._parking = Parking()
+        self._pending_jobs: RowViews[PendingJob] = RowViews()
+        self._running_jobs: RowViews[RunningJob] = RowViews()
         self._dirty = True
         self._last_full = float("-inf")
         self._history: tuple[float, dict[str, float]] | None = None
@@ -231,12 +236,12 @@ class Controller:
                 .where(JobRow.status.in_(_ACTIVE))
                 .order_by(JobRow.id)  # the same running jobs list the same way every cycle
             ).all()
-        pending = [pending_job(row) for row in queued]
+        pending = self._pending_jobs.of(queued, pending_job)
         snapshot = build_snapshot(
             config,
             now.timestamp(),
             pending,
-            [running_job(row) for row in active],
+            self._running_jobs.of(active, running_job),
             self._usage_history(config, now),
             self._capacity,
         )

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Row, case, func, select
 
@@ -36,6 +36,8 @@ from gpupool.scheduler.snapshot import (
 )
 from gpupool.spec.models import ClusterConfig, Pool, Preemption
 from gpupool.state.models import AttemptRow, JobRow
+
+V = TypeVar("V")
 
 # Columns the scheduler needs: loading these instead of whole rows keeps a cycle over
 # many queued jobs cheap (no JSON decoding of commands and environments).
@@ -84,6 +86,25 @@ ACTIVE_COLUMNS = (
 
 def node_name(pool: str, index: int) -> str:
     return f"{pool}-{index}"
+
+
+class RowViews(Generic[V]):
+    """The scheduler's view of each row, kept from cycle to cycle: a row read again unchanged
+    gives the very object of the last cycle (no rebuilding, and parking compares it at once)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[Row[Any], V]] = {}
+
+    def of(self, rows: Sequence[Row[Any]], view: Callable[[Row[Any]], V]) -> list[V]:
+        known: dict[str, tuple[Row[Any], V]] = {}
+        out = []
+        for row in rows:
+            last = self._known.get(row.id)
+            made = last[1] if last is not None and last[0] == row else view(row)
+            known[row.id] = (row, made)
+            out.append(made)
+        self._known = known
+        return out
 
 
 def pending_job(row: Row[Any]) -> PendingJob:
