@@ -224,7 +224,7 @@ class Controller:
             queued = session.execute(
                 select(*PENDING_COLUMNS)
                 .where(JobRow.status == JobStatus.QUEUED.value)
-                # The scheduler's queue order: its sort then only checks it (queues.py).
+                # Team by team (parking finds each team's jobs together), in queue order.
                 .order_by(JobRow.team, JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
             ).all()
             active = session.execute(

@@ -123,33 +123,16 @@ def _sorted(
         for job in jobs:  # PendingJob.waiting_since, inlined: every job, every cycle
             since = job.submitted_at if job.queued_at is None else job.queued_at
             (hungry if since <= starving_before else rest).append(job)
-    if by_team:
-        # One sort on a whole key: a store that hands the queue over in this order (the
-        # controller's query does) makes it a linear check instead of a sort.
-        rest.sort(key=_team_order)
-        if not hungry:
-            return rest
-        hungry.sort(key=_team_starving_order)
-        merged = hungry + rest
-        merged.sort(key=_BY_TEAM)  # stable, two runs: within a team, starving first
-        return merged
     rest.sort(key=_BY_SUBMIT)
     rest.sort(key=_BY_PRIORITY, reverse=True)  # stable: ties keep submit time, id
     if hungry:
         hungry.sort(key=_BY_ID)
         hungry.sort(key=_BY_PRIORITY, reverse=True)
         hungry.sort(key=_BY_SUBMITTED)
-    return hungry + rest
-
-
-def _team_order(job: PendingJob) -> tuple[str, int, float, str]:
-    """:func:`job_order` of a job that is not starving, behind its team's name."""
-    return (job.team, -job.priority, job.submitted_at, job.id)
-
-
-def _team_starving_order(job: PendingJob) -> tuple[str, float, int, str]:
-    """:func:`job_order` of a starving job, behind its team's name."""
-    return (job.team, job.submitted_at, -job.priority, job.id)
+    merged = hungry + rest
+    if by_team:
+        merged.sort(key=_BY_TEAM)  # stable: within a team, starving first, then the rest
+    return merged
 
 
 def request_of(job: PendingJob) -> Request:
@@ -178,6 +161,10 @@ class TeamQueue:
         # The smallest request per accepted gpu types, over the whole queue at the start of
         # the cycle: whether the team has *any* job waiting that fits within its nominal quota.
         self.smallest: dict[tuple[str, ...], int] = {}
+        kinds = set(map(_BY_TYPES, jobs))
+        if len(kinds) == 1:  # the usual case, in C: one min over gpus x nodes
+            self.smallest[kinds.pop()] = min(map(mul, map(_BY_GPUS, jobs), map(_BY_NODES, jobs)))
+            return
         # The distinct (gpu types, need) pairs are built in C; only those few are looped over.
         needs = map(mul, map(_BY_GPUS, jobs), map(_BY_NODES, jobs))
         for kind, need in set(zip(map(_BY_TYPES, jobs), needs, strict=True)):
