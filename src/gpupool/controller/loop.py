@@ -221,13 +221,15 @@ class Controller:
         config = self._config()
         now = self._clock.now()
         with self._sessions() as session:
-            queued = session.execute(
+            # Columns, not objects: read on the connection, without the ORM's row loading.
+            connection = session.connection()
+            queued = connection.execute(
                 select(*PENDING_COLUMNS)
                 .where(JobRow.status == JobStatus.QUEUED.value)
                 # Team by team (parking finds each team's jobs together), in queue order.
                 .order_by(JobRow.team, JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
             ).all()
-            active = session.execute(
+            active = connection.execute(
                 select(*ACTIVE_COLUMNS)
                 .join(
                     AttemptRow,
