@@ -8,8 +8,7 @@ the same argument within one cycle) is:
 
 * the team's queue: its pending jobs, compared as the snapshot lists them;
 * per gpu type its jobs may use: the pools of the type and the running jobs on it
-  (:data:`TypeInputs`), which carry room, usage, cohort balances
-  and preemption candidates;
+  (:data:`TypeInputs`), which carry room, usage, cohort balances and preemption candidates;
 * every team's quota and cohort (:func:`quota_inputs`), the policy and the gpu types present;
 * whether its jobs starve (a parked team has no starving job; its longest wait is kept).
 
@@ -20,7 +19,8 @@ no other decision. So the cycle skips the team and hands out the remembered reas
 A decision of the later cycle may touch a gpu type of a parked team (a new job fits on it, say):
 then the parked team's decisions, interleaved with that one in head order, might differ. The
 cycle is then run again with the teams of the touched types taken off the parked set
-(:class:`Interrupted`), until no parked team's type is touched; at most once per gpu type.
+(:class:`Interrupted`), until no parked team's type is touched: at most once per gpu type, and
+once with nothing parked after a claim or a reservation (they touch every type).
 
 Invariant: ``run_cycle(s, p, parking)`` returns what ``run_cycle(s, p)`` returns (tested over
 random sequences of cycles); parking is only a saving. It needs the snapshot's pending jobs
