@@ -8,11 +8,12 @@ source and cannot disagree.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Row, case, func, select
+from sqlalchemy import Row, Text, case, cast, func, select
 
 from gpupool.backends.base import PoolCapacity
 from gpupool.scheduler import (
@@ -50,7 +51,8 @@ PENDING_COLUMNS = (
     JobRow.nodes,
     JobRow.cpus,
     JobRow.memory_gb,
-    JobRow.gpu_types,
+    # As stored (JSON text): decoded only for a row that changed since the last cycle.
+    cast(JobRow.gpu_types, Text).label("gpu_types"),
     JobRow.attempt,
     JobRow.max_runtime_s,
     # When a requeued job re-entered the queue: its last attempt's end. Looked up only for
@@ -118,7 +120,7 @@ def pending_job(row: Row[Any]) -> PendingJob:
         nodes=row.nodes,
         cpus=row.cpus,
         memory_gb=row.memory_gb,
-        gpu_types=tuple(row.gpu_types),
+        gpu_types=tuple(json.loads(row.gpu_types)),
         max_runtime_s=row.max_runtime_s,
         queued_at=None if row.queued_at is None else row.queued_at.timestamp(),
     )
