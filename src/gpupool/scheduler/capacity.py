@@ -122,7 +122,16 @@ class NodePick:
 class PoolRoom:
     """One pool's nodes and their free room; see the module invariants."""
 
-    __slots__ = ("_by_free", "_failed", "_fits_empty", "_index", "nodes", "total_gpus", "view")
+    __slots__ = (
+        "_by_free",
+        "_failed",
+        "_fits_empty",
+        "_fits_every",
+        "_index",
+        "nodes",
+        "total_gpus",
+        "view",
+    )
 
     def __init__(self, view: PoolView) -> None:
         self.view = view
@@ -134,6 +143,7 @@ class PoolRoom:
             self._by_free[len(node.free_devices)].append(index)
         self._failed: list[Shape] = []
         self._fits_empty: dict[Shape, bool] = {}
+        self._fits_every: dict[Shape, bool] = {}
         self._index = {node.view.name: index for index, node in enumerate(self.nodes)}
 
     @property
@@ -157,6 +167,13 @@ class PoolRoom:
                     if large >= shape.nodes:
                         break
             known = self._fits_empty[shape] = large >= shape.nodes
+        return known
+
+    def every_node_could_hold(self, shape: Shape) -> bool:
+        """True when each node, empty, would have room for one member of ``shape``."""
+        known = self._fits_every.get(shape)
+        if known is None:
+            known = self._fits_every[shape] = all(n.could_ever_hold(shape) for n in self.nodes)
         return known
 
     def max_free_gpus(self) -> int:

@@ -28,6 +28,7 @@ submit time, and so its place, but its wait starts again). Starving jobs go firs
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 
@@ -69,6 +70,8 @@ class Reservations:
         # admission of the cycle as it appears (``_admitted_seen`` of ``ws.admitted`` so far).
         self._ends_by_node: dict[tuple[str, str], list[_End]] | None = None
         self._admitted_seen = 0
+        # Per (pool, node): how many ends it had when sorted, and those ends by time.
+        self._by_end: dict[tuple[str, str], tuple[int, list[_End]]] = {}
         # Answers of :func:`_releasing_could_help` per (due bound, shape), valid while neither
         # the workspace's epoch nor the holds (``_holds_version``) move.
         self._holds_version = 0
@@ -108,11 +111,7 @@ class Reservations:
             if not check_quota(quota, used, job.total_gpus, ws.cohort_balance(job.team, f)).fits:
                 continue  # held room would not help: the team's own quota stops it
             for pool in usable_pools(job.team, shape, f, ws):
-                times = sorted(
-                    (_earliest(node, shape, ends.get((pool.name, node.view.name), []), ws.now), i)
-                    for i, node in enumerate(pool.nodes)
-                    if node.could_ever_hold(shape)
-                )[: shape.nodes]
+                times = self._earliest_nodes(pool, shape, ends)
                 if len(times) < shape.nodes or times[-1][0] == math.inf:
                     continue
                 key = (times[-1][0], rank, pool.name)
@@ -215,12 +214,37 @@ class Reservations:
             known = self._could_help[key] = _releasing_could_help(items, shape)
         return known
 
+    def _earliest_nodes(
+        self, pool: PoolRoom, shape: Shape, ends: dict[tuple[str, str], list[_End]]
+    ) -> list[tuple[float, int]]:
+        """The ``shape.nodes`` nodes of ``pool`` that will have room for one member of
+        ``shape`` earliest, as (time, index), earliest first (then by index): what sorting
+        every node by :func:`_earliest` gives, with each node's ends sorted once per cycle."""
+        now, name, every = self._ws.now, pool.name, pool.every_node_could_hold(shape)
+        times = []
+        for i, node in enumerate(pool.nodes):
+            if not every and not node.could_ever_hold(shape):
+                continue
+            if node.has_room(shape):
+                times.append((now, i))
+                continue
+            at = (name, node.view.name)
+            node_ends = ends.get(at)
+            if not node_ends:
+                times.append((math.inf, i))
+                continue
+            known = self._by_end.get(at)
+            if known is None or known[0] != len(node_ends):
+                known = self._by_end[at] = (len(node_ends), sorted(node_ends, key=_end_time))
+            times.append((_earliest(node, shape, known[1], now), i))
+        return heapq.nsmallest(shape.nodes, times)
+
     def _ends(self) -> dict[tuple[str, str], list[_End]]:
         """Per (pool, node): when each job holding room there ends, and what it frees.
 
         The running jobs never change within a cycle and admissions are only appended, so the
         map is built once and extended; each list keeps the running jobs first, then this
-        cycle's admissions in order (what :func:`_earliest` sorts stably).
+        cycle's admissions in order (:meth:`_earliest_nodes` sorts a copy by time).
         """
         ends = self._ends_by_node
         if ends is None:
@@ -273,8 +297,14 @@ def _releasing_could_help(items: list[Reservation], shape: Shape) -> bool:
     return False
 
 
-def _earliest(node: NodeRoom, shape: Shape, ends: list[_End], now: float) -> float:
-    """When ``node`` will have room for one member of ``shape``; ``inf`` if never known."""
+def _end_time(end: _End) -> float:
+    return math.inf if end[0] is None else end[0]
+
+
+def _earliest(node: NodeRoom, shape: Shape, by_end: list[_End], now: float) -> float:
+    """When ``node`` will have room for one member of ``shape``; ``inf`` if never known.
+    ``by_end``: the ends of the jobs on the node by time, unknown ends last (the order among
+    equal times does not change the answer)."""
     devices, cpus, memory = len(node.free_devices), node.free_cpus, node.free_memory_gb
 
     def room() -> bool:
@@ -286,9 +316,7 @@ def _earliest(node: NodeRoom, shape: Shape, ends: list[_End], now: float) -> flo
 
     if room():
         return now
-    for ends_by, gpus, job_cpus, job_memory in sorted(
-        ends, key=lambda e: math.inf if e[0] is None else e[0]
-    ):
+    for ends_by, gpus, job_cpus, job_memory in by_end:
         if ends_by is None:
             break
         devices, cpus, memory = devices + gpus, cpus + job_cpus, memory + job_memory
