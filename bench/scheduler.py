@@ -420,7 +420,7 @@ def build_cluster(size: Size, seed: int) -> Cluster:
     # In the order the controller's query returns the queue (team, priority, submit time, id).
     pending = tuple(sorted(_pending(rng, size, teams), key=_store_order))
     pools, running = _running(rng, layout, teams, capacity)
-    # Team usage as the controller's snapshot builder sums it in its pass over running jobs.
+    # Team usage summed here, as the controller's snapshot builder does (not in the cycle).
     usage = held_gpus(running)
     full = Snapshot(NOW, tuple(pools), teams, tuple(running), pending, usage)
     build_ms = (time.perf_counter() - started) * 1000

@@ -27,7 +27,7 @@ from gpupool.scheduler import (
     RunningJob,
     Snapshot,
     TeamView,
-    add_held,
+    held_gpus,
 )
 from gpupool.scheduler.snapshot import (
     BorrowWithinCohort,
@@ -163,9 +163,7 @@ def build_snapshot(
     used_devices: dict[str, set[int]] = defaultdict(set)
     used_cpus: dict[str, float] = defaultdict(float)
     used_memory: dict[str, float] = defaultdict(float)
-    usage: dict[str, dict[str, int]] = {}
     for job in running:
-        add_held(usage, job)
         for placement in job.placements:
             used_devices[placement.node].update(placement.devices)
             used_cpus[placement.node] += job.cpus
@@ -195,7 +193,12 @@ def build_snapshot(
     # A team removed from the configuration keeps its jobs, but they cannot be scheduled.
     known = tuple(job for job in pending if job.team in teams)
     return Snapshot(
-        now=now, pools=pools, teams=teams, running=tuple(running), pending=known, usage=usage
+        now=now,
+        pools=pools,
+        teams=teams,
+        running=tuple(running),
+        pending=known,
+        usage=held_gpus(running),
     )
 
 

@@ -20,7 +20,6 @@ from gpupool.scheduler.snapshot import (
     RunningJob,
     Snapshot,
     TeamView,
-    add_held,
     held_gpus,
 )
 
@@ -40,7 +39,6 @@ __all__ = [
     "RunningJob",
     "Snapshot",
     "TeamView",
-    "add_held",
     "held_gpus",
     "run_cycle",
 ]

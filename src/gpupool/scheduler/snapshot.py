@@ -127,10 +127,9 @@ class PendingJob:
 class Snapshot:
     """What one cycle decides on.
 
-    ``usage``, when given, must be :func:`held_gpus` of ``running``: a builder that walks the
-    running jobs anyway (the controller's, for node room) fills it in the same pass, and the
-    cycle then makes no pass over every running job of the cluster. ``None``: the cycle sums
-    ``running`` itself.
+    ``usage``, when given, must be :func:`held_gpus` of ``running``: the builder sums it (the
+    controller's, with the node room it derives from the same jobs), so the cycle makes no
+    pass over every running job of the cluster. ``None``: the cycle sums ``running`` itself.
     """
 
     now: float
@@ -153,14 +152,6 @@ def held_gpus(running: Iterable[RunningJob]) -> dict[str, dict[str, int]]:
     for (team, gpu_type), gpus in held.items():
         usage.setdefault(team, {})[gpu_type] = gpus
     return usage
-
-
-def add_held(usage: dict[str, dict[str, int]], job: RunningJob) -> None:
-    """Count ``job`` in ``usage`` (for builders that fill it in a pass of their own)."""
-    per_type = usage.get(job.team)
-    if per_type is None:
-        per_type = usage[job.team] = {}
-    per_type[job.gpu_type] = per_type.get(job.gpu_type, 0) + job.gpus
 
 
 class WithinTeam(StrEnum):
