@@ -107,26 +107,22 @@ def _run_parked(snapshot: Snapshot, policy: Policy, parking: Parking) -> CycleRe
     of one of them (see :mod:`gpupool.scheduler.parking`)."""
     quotas = parking_rules.quota_inputs(snapshot.teams)
     groups = parking_rules.group_by_team(snapshot.pending, parking.groups)
+    candidates: dict[str, ParkedTeam] | None = None  # parkable on this snapshot
     unparked: frozenset[str] | None = frozenset()  # types a run touched (None: all of them)
     while True:
         workspace = build_workspace(snapshot)  # 1
         reservations = Reservations(workspace, policy)
-        gpu_types = tuple(workspace.gpu_types)
-        parked: dict[str, ParkedTeam] = {}
-        if groups is not None and unparked is not None:
-            parked = {
-                name: team
-                for name, team in parking_rules.still_parked(
-                    parking,
-                    policy,
-                    gpu_types,
-                    snapshot,
-                    quotas,
-                    groups,
-                    reservations.starving_before,
-                ).items()
-                if team.types.isdisjoint(unparked)
-            }
+        if candidates is None:
+            candidates = {}
+            if groups is not None:
+                candidates = parking_rules.still_parked(
+                    parking, policy, snapshot, quotas, groups, reservations.starving_before
+                )
+        parked = {
+            name: team
+            for name, team in candidates.items()
+            if unparked is not None and team.types.isdisjoint(unparked)
+        }
         rest = snapshot.pending
         if parked and groups is not None:
             rest = tuple(job for team, jobs in groups.items() if team not in parked for job in jobs)
@@ -149,7 +145,7 @@ def _run_parked(snapshot: Snapshot, policy: Policy, parking: Parking) -> CycleRe
     teams = dict(parked)
     dropped = []
     if groups is not None:
-        touched = _touched(workspace)
+        touched = parking_rules.touched_types(workspace, workspace.gpu_types)
         types_of = _GpuTypes(workspace, policy)
         for name, kinds in given.items():
             types = frozenset(t for kind in kinds for t in types_of.of(kind))
@@ -161,7 +157,6 @@ def _run_parked(snapshot: Snapshot, policy: Policy, parking: Parking) -> CycleRe
         result,
         parking=parking_rules.next_parking(
             policy,
-            gpu_types,
             snapshot,
             quotas,
             groups or {},
@@ -170,14 +165,6 @@ def _run_parked(snapshot: Snapshot, policy: Policy, parking: Parking) -> CycleRe
             dropped,
         ),
     )
-
-
-def _touched(ws: Workspace) -> frozenset[str] | None:
-    """The gpu types a decision of this cycle changed (None: all of them, after a claim or a
-    reservation)."""
-    if ws.rare_epoch:
-        return None
-    return frozenset(t for t in ws.gpu_types if ws.room_epoch(t))
 
 
 @contextmanager
@@ -270,10 +257,8 @@ def admit_heads(
 
 
 def _check_watched(ws: Workspace, watch: frozenset[str]) -> None:
-    if ws.rare_epoch:
-        raise parking_rules.Interrupted(None)
-    touched = frozenset(t for t in watch if ws.room_epoch(t))
-    if touched:
+    touched = parking_rules.touched_types(ws, watch)
+    if touched is None or touched:
         raise parking_rules.Interrupted(touched)
 
 

@@ -9,7 +9,8 @@ the same argument within one cycle) is:
 * the team's queue: its pending jobs, compared as the snapshot lists them;
 * per gpu type its jobs may use: the pools of the type and the running jobs on it
   (:data:`TypeInputs`), which carry room, usage, cohort balances and preemption candidates;
-* every team's quota and cohort (:func:`quota_inputs`), the policy and the gpu types present;
+* every team's quota and cohort (:func:`quota_inputs`), the policy and the gpu types present
+  (a job that takes any type tries each of them);
 * whether its jobs starve (a parked team has no starving job; its longest wait is kept).
 
 While all of these are equal in a later snapshot, deciding the team again would give each of its
@@ -43,6 +44,7 @@ from gpupool.scheduler.snapshot import (
     Snapshot,
     TeamView,
 )
+from gpupool.scheduler.workspace import Workspace
 
 _BY_NAME = attrgetter("name")
 _WAITING_SINCE = attrgetter("waiting_since")
@@ -139,30 +141,41 @@ def _run_end(pending: tuple[PendingJob, ...], at: int, team: str) -> int:
 def still_parked(
     parking: Parking,
     policy: Policy,
-    gpu_types: tuple[str, ...],
     snapshot: Snapshot,
     quotas: QuotaInputs,
     groups: Mapping[str, tuple[PendingJob, ...]],
     starving_before: float | None,
 ) -> dict[str, ParkedTeam]:
     """The teams of ``parking`` that stay parked on ``snapshot`` (see the module docstring)."""
-    if not parking.teams or (parking.policy, parking.gpu_types) != (policy, gpu_types):
-        return {}
-    if parking.quotas != quotas:
+    if not parking.teams or parking.policy != policy or parking.quotas != quotas:
         return {}
     changed = changed_types(parking, snapshot.pools, snapshot.running)
+    if changed and _types_of(parking.pools) != _types_of(snapshot.pools):
+        return {}  # a job that takes any gpu type now has other types to try
     return {
         team: known
         for team, known in parking.teams.items()
-        if groups.get(team) == known.given
+        if groups.get(team) == parking.groups[team]
         and known.types.isdisjoint(changed)
         and (starving_before is None or known.waiting_since > starving_before)
     }
 
 
+def _types_of(pools: tuple[PoolView, ...]) -> set[str]:
+    return {pool.gpu_type for pool in pools}
+
+
+def touched_types(ws: Workspace, among: Iterable[str]) -> frozenset[str] | None:
+    """The types of ``among`` that a decision of this cycle changed; None: every type (a claim
+    or a reservation moves the rare epoch, and with it everything)."""
+    if ws.rare_epoch:
+        return None
+    return frozenset(t for t in among if ws.room_epoch(t))
+
+
 def parked_team(given: tuple[PendingJob, ...], types: frozenset[str]) -> ParkedTeam:
-    """A team decided in a cycle that touched none of ``types``."""
-    return ParkedTeam(given=given, types=types, waiting_since=min(map(_WAITING_SINCE, given)))
+    """A team with these jobs, decided in a cycle that touched none of ``types``."""
+    return ParkedTeam(types=types, waiting_since=min(map(_WAITING_SINCE, given)))
 
 
 def remembered_reasons(
@@ -174,10 +187,10 @@ def remembered_reasons(
     team that is not parked now (its pending jobs are decided again and overwrite theirs).
     Nothing is removed in the usual cycle, so the copy stays one table copy (in C)."""
     reasons = dict(parking.reasons)
-    for name, team in parking.teams.items():
+    for name in parking.teams:
         if name not in parked:
             still = {job.id for job in groups.get(name, ())}
-            for job in team.given:
+            for job in parking.groups[name]:
                 if job.id not in still:
                     reasons.pop(job.id, None)
     return reasons
@@ -185,7 +198,6 @@ def remembered_reasons(
 
 def next_parking(
     policy: Policy,
-    gpu_types: tuple[str, ...],
     snapshot: Snapshot,
     quotas: QuotaInputs,
     groups: dict[str, tuple[PendingJob, ...]],
@@ -201,7 +213,6 @@ def next_parking(
             reasons.pop(job.id, None)
     return Parking(
         policy=policy,
-        gpu_types=gpu_types,
         pools=snapshot.pools,
         running=snapshot.running,
         quotas=quotas,

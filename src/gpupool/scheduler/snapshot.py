@@ -256,10 +256,9 @@ class Preemption:
 @dataclass(frozen=True, slots=True)
 class ParkedTeam:
     """A team whose whole queue waited in a cycle that touched none of its gpu types (see
-    :mod:`gpupool.scheduler.parking`): its jobs as the snapshot listed them, the gpu types its
-    jobs may use, and its longest wait (a team with a starving job is decided again)."""
+    :mod:`gpupool.scheduler.parking`): the gpu types its jobs may use and its longest wait (a
+    team with a starving job is decided again). Its jobs are ``Parking.groups[team]``."""
 
-    given: tuple[PendingJob, ...]
     types: frozenset[str]
     waiting_since: float
 
@@ -271,7 +270,6 @@ class Parking:
     result is the same with or without it."""
 
     policy: Policy | None = None
-    gpu_types: tuple[str, ...] = ()
     pools: tuple[PoolView, ...] = ()
     running: tuple[RunningJob, ...] = ()
     quotas: tuple[object, ...] = ()

@@ -258,6 +258,17 @@ def test_a_rerun_forgets_the_reasons_of_jobs_that_left_a_changed_team() -> None:
     assert result == run_cycle(later, Policy())
 
 
+def test_a_new_gpu_type_decides_a_team_that_takes_any_type_again() -> None:
+    anything = PendingJob("x0", "team-b", 0, 0.0, 2)  # no gpu types: any
+    only_h100 = replace(full_cluster(anything), pools=(H100,))
+    first = run_cycle(only_h100, Policy(), Parking())
+    assert first.parking is not None and first.parking.teams["team-b"].types == {"h100"}
+    with_t4 = full_cluster(anything)  # the t4 pool appears, with room
+    result = run_cycle(with_t4, Policy(), first.parking)
+    assert result == run_cycle(with_t4, Policy())
+    assert "x0" in {a.job_id for a in result.admissions}
+
+
 def test_a_starving_team_is_never_parked() -> None:
     policy = Policy(starvation_after_s=10.0)
     first = run_cycle(full_cluster(), policy, Parking())
