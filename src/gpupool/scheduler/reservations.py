@@ -302,24 +302,18 @@ def _end_time(end: _End) -> float:
 
 
 def _earliest(node: NodeRoom, shape: Shape, by_end: list[_End], now: float) -> float:
-    """When ``node`` will have room for one member of ``shape``; ``inf`` if never known.
-    ``by_end``: the ends of the jobs on the node by time, unknown ends last (the order among
-    equal times does not change the answer)."""
+    """When ``node``, which has no room for one member of ``shape`` now, will have it; ``inf``
+    if never known. ``by_end``: the ends of the jobs on the node by time, unknown ends last
+    (the order among equal times does not change the answer)."""
     devices, cpus, memory = len(node.free_devices), node.free_cpus, node.free_memory_gb
-
-    def room() -> bool:
-        return (
-            devices >= shape.gpus
-            and cpus + _EPSILON >= shape.cpus
-            and memory + _EPSILON >= shape.memory_gb
-        )
-
-    if room():
-        return now
     for ends_by, gpus, job_cpus, job_memory in by_end:
         if ends_by is None:
             break
         devices, cpus, memory = devices + gpus, cpus + job_cpus, memory + job_memory
-        if room():
+        if (
+            devices >= shape.gpus
+            and cpus + _EPSILON >= shape.cpus
+            and memory + _EPSILON >= shape.memory_gb
+        ):
             return max(ends_by, now)
     return math.inf
