@@ -15,6 +15,7 @@ import pytest
 
 from gpupool.backends.base import Backend, BackendStatus, JobHandle, JobSpec, LogChunk
 from gpupool.data.grants.base import Grant, GrantError
+from gpupool.data.storage import ensure_team_layouts
 from support.apikit import Api
 
 POOL = "demo-shared-dev-t4-pool"
@@ -55,6 +56,9 @@ def recording(api: Api, monkeypatch: pytest.MonkeyPatch) -> Recording:
 
 
 def team_root(api: Api, team: str = "team-a") -> Path:
+    """The team's storage root, laid out as ``gpupool server`` does at start (as root: the
+    server then applies the job user's permissions, so alice's home must be hers)."""
+    ensure_team_layouts(api.runtime.config, api.runtime.settings.home)
     return api.runtime.settings.home / "storage" / team
 
 
@@ -194,13 +198,13 @@ def test_urls_refuse_what_they_were_not_made_for(
 
 
 def test_an_expired_url_is_refused(api: Api) -> None:
-    (team_root(api) / "shared").mkdir(parents=True)
+    (team_root(api) / "shared").mkdir(parents=True, exist_ok=True)
     (team_root(api) / "shared" / "f").write_text("x")
     signer = api.runtime.signer
     assert signer is not None
     past = int((api.runtime.clock.now() - timedelta(seconds=1)).timestamp())
     response = api.client.get(
-        f"/v1/artifacts/team-a/shared/f?{signer.query('GET', 'team-a', 'shared/f', past)}"
+        f"/v1/artifacts/team-a/shared/f?{signer.query('GET', 'team-a', 'alice', 'shared/f', past)}"
     )
     assert response.status_code == 403
     assert "expired at" in response.json()["error"]["message"]
@@ -210,15 +214,15 @@ def test_a_symlink_cannot_lead_a_url_out_of_the_team_root(api: Api, tmp_path: Pa
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "f").write_text("not team-a's")
-    (team_root(api) / "shared").mkdir(parents=True)
+    (team_root(api) / "shared").mkdir(parents=True, exist_ok=True)
     (team_root(api) / "shared" / "link").symlink_to(outside)
     signer = api.runtime.signer
     assert signer is not None
     later = int((api.runtime.clock.now() + timedelta(hours=1)).timestamp())
-    query = signer.query("GET", "team-a", "shared/link", later)
+    query = signer.query("GET", "team-a", "alice", "shared/link", later)
     response = api.client.get(f"/v1/artifacts/team-a/shared/link/f?{query}")
     assert response.status_code == 403
-    assert "leads outside" in response.json()["error"]["message"]
+    assert "shared/link is a symbolic link" in response.json()["error"]["message"]
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ def mint(azurite: Azurite, tmp_path: Path, now: datetime) -> Grant:
     return issuer.issue(
         cfg,
         team="team-a",
+        user="alice",
         job_id="j-1",
         attempt=1,
         inputs=[INPUT],

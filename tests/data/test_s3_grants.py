@@ -53,6 +53,7 @@ def mint(tmp_path: Path, endpoint: str) -> Grant:
     return issuer.issue(
         config,
         team="team-a",
+        user="alice",
         job_id="j-1",
         attempt=1,
         inputs=[INPUT],

@@ -460,6 +460,7 @@ class Controller:
         grant = self._grants.issue(
             config,
             team=spec.team,
+            user=spec.user,
             job_id=spec.job_id,
             attempt=spec.attempt,
             inputs=spec.inputs,

@@ -49,15 +49,20 @@ class Runtime:
     def __post_init__(self) -> None:
         if self.signer is None:
             self.signer = Signer(signing_key(self.settings.home, self.settings.grant_key))
-        self.artifacts = ArtifactService(
-            self.signer, self.current_config, self.settings.home, self.clock
-        )
         self.audit = AuditService(self.sessions, self.current_config)
         oidc = OidcValidator(self.settings.oidc) if self.settings.oidc else None
         directory = (
             Directory(self.settings.directory_file) if self.settings.directory_file else None
         )
         self.auth = Authenticator(self.sessions, self.clock, self.current_config, oidc, directory)
+        self.artifacts = ArtifactService(
+            self.signer,
+            self.current_config,
+            self.settings.home,
+            self.clock,
+            groups_of=directory.groups_of if directory else None,
+            unverified_groups=oidc is not None,  # a token's group claim cannot be re-read
+        )
         self.jobs = JobService(self.sessions, self.current_config, self.clock, self.controller.wake)
         self.teams = TeamService(self.sessions, self.current_config, self.controller.backoff.health)
 

@@ -20,9 +20,12 @@ KEY = b"k" * 32
 SCOPE = "shared/datasets/x"
 
 
-def params(method: str = "GET", scope: str = SCOPE, expires: int | None = None) -> dict[str, str]:
+def params(
+    method: str = "GET", scope: str = SCOPE, expires: int | None = None, user: str = "alice"
+) -> dict[str, str]:
     at = int((NOW + timedelta(hours=1)).timestamp()) if expires is None else expires
-    return dict(parse_qsl(Signer(KEY).query(method, "team-a", scope, at)))  # type: ignore[arg-type]
+    query = Signer(KEY).query(method, "team-a", user, scope, at)  # type: ignore[arg-type]
+    return dict(parse_qsl(query))
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,25 @@ CASES = [
         Case(params=params(expires=int(NOW.timestamp())), denied="expired at 2030-01-01"),
         id="expired",
     ),
-    pytest.param(Case(params={}, denied="missing gp_m, gp_scope, gp_exp, gp_sig"), id="unsigned"),
+    pytest.param(
+        Case(params={}, denied="missing gp_m, gp_scope, gp_user, gp_exp, gp_sig"), id="unsigned"
+    ),
+    pytest.param(
+        Case(edit={"gp_user": "carol"}, denied="signature does not match"),
+        id="made out to another user",
+    ),
+    pytest.param(
+        Case(
+            params={k: v for k, v in params().items() if k != "gp_user"}, denied="missing gp_user"
+        ),
+        id="a URL without a user (signature version 1)",
+    ),
+    pytest.param(
+        Case(
+            params=params(user='eve"\n,"x'), edit={"gp_user": 'eve",\n"x'}, denied="does not match"
+        ),
+        id="a user name that tries to shift the signed fields",
+    ),
     pytest.param(Case(edit={"gp_exp": "soon"}, denied="not a number"), id="garbled expiry"),
 ]
 
@@ -79,7 +100,7 @@ def test_signed_url_rules(case: Case) -> None:
     query = {**case.params, **case.edit}
     check = Signer(case.key).check
     if not case.denied:
-        check(case.method, case.team, case.path, query, NOW)
+        assert check(case.method, case.team, case.path, query, NOW) == query["gp_user"]
         return
     with pytest.raises(GrantDenied) as info:
         check(case.method, case.team, case.path, query, NOW)
@@ -91,6 +112,7 @@ def test_signed_url_rules(case: Case) -> None:
 def test_minted_urls_cover_inputs_and_each_attempt_prefix() -> None:
     scope = scope_for(
         team="team-a",
+        user="alice",
         job_id="j-1",
         attempt=2,
         inputs=["shared/in"],
@@ -108,8 +130,12 @@ def test_minted_urls_cover_inputs_and_each_attempt_prefix() -> None:
     assert int(query["gp_exp"]) == int((NOW + timedelta(seconds=4200)).timestamp())
     write = urlsplit(grant.outputs["home/alice/ckpt"].url)
     assert write.path == "/v1/artifacts/team-a/home/alice/ckpt/attempt-2"
-    Signer(KEY).check(
-        "PUT", "team-a", "home/alice/ckpt/attempt-2/model.pt", dict(parse_qsl(write.query)), NOW
+    assert query["gp_user"] == "alice"
+    assert (
+        Signer(KEY).check(
+            "PUT", "team-a", "home/alice/ckpt/attempt-2/model.pt", dict(parse_qsl(write.query)), NOW
+        )
+        == "alice"
     )
     assert "gp_sig" not in repr(grant)
     assert grant.summary() == {
@@ -138,6 +164,7 @@ def test_configured_key_wins_and_must_be_long(tmp_path: Path) -> None:
 def test_the_job_gets_the_grant_as_contract_variables_only() -> None:
     scope = scope_for(
         team="team-a",
+        user="alice",
         job_id="j-1",
         attempt=1,
         inputs=["shared/in"],

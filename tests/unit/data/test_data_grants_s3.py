@@ -22,6 +22,7 @@ ROOT = S3Root("bkt", "teams/team-a/")
 def scope(runtime_s: int, now: datetime = NOW) -> GrantScope:
     return scope_for(
         team="team-a",
+        user="alice",
         job_id="j-1",
         attempt=3,
         inputs=["shared/in.csv"],

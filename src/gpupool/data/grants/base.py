@@ -44,6 +44,7 @@ class GrantScope:
     """What an attempt may do, and until when. No secret."""
 
     team: str
+    user: str  # whose job: local grants are checked with this user's permissions on disk
     job_id: str
     attempt: int
     reads: tuple[str, ...]  # declared inputs, canonical, relative to the team root
@@ -63,6 +64,7 @@ class GrantScope:
 def scope_for(
     *,
     team: str,
+    user: str,
     job_id: str,
     attempt: int,
     inputs: Sequence[str],
@@ -76,6 +78,7 @@ def scope_for(
     runtime = max_runtime_s if max_runtime_s is not None else default_runtime_s
     return GrantScope(
         team=team,
+        user=user,
         job_id=job_id,
         attempt=attempt,
         reads=tuple(inputs),

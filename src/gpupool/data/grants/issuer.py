@@ -63,6 +63,7 @@ class GrantIssuer:
         config: ClusterConfig,
         *,
         team: str,
+        user: str,
         job_id: str,
         attempt: int,
         inputs: Sequence[str],
@@ -72,6 +73,7 @@ class GrantIssuer:
         storage = config.storage
         scope = scope_for(
             team=team,
+            user=user,
             job_id=job_id,
             attempt=attempt,
             inputs=inputs,

@@ -1,12 +1,14 @@
 """Local grants: HMAC-signed, method- and path-scoped, expiring URLs to the API's artifact
-endpoints (``/v1/artifacts/{team}/{path}``).
+endpoints (``/v1/artifacts/{team}/{path}``), each made out to one user.
 
 A URL carries ``gp_m`` (the one method it allows), ``gp_scope`` (the path it covers),
-``gp_exp`` (expiry, Unix seconds) and ``gp_sig``, the HMAC-SHA256 of those and the team
-under the server's signing key. Rules, checked by :meth:`Signer.check`:
+``gp_user`` (the job's user, whose permissions the server applies on disk), ``gp_exp``
+(expiry, Unix seconds) and ``gp_sig``, the HMAC-SHA256 of those and the team under the
+server's signing key. Rules, checked by :meth:`Signer.check`:
 
-* the signature must match (compared in constant time): any edit of method, team, scope or
-  expiry breaks it;
+* the signature must match (compared in constant time): any edit of method, team, user,
+  scope or expiry breaks it; the signed message is versioned (``gpupool-grant-v2``, which
+  added the user), so a URL of an older version is refused, not misread;
 * the request's method is ``gp_m``; a ``GET`` may read the scope itself or below it, a
   ``PUT`` may write only strictly below it (the scope is the attempt's output prefix);
 * now is before ``gp_exp``.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import os
 import secrets
 from collections.abc import Mapping, Sequence
@@ -35,7 +38,8 @@ from gpupool.data.paths import within
 KEY_FILE = "grant.key"
 MIN_KEY_CHARS = 32
 ARTIFACTS_PATH = "/v1/artifacts"
-SIG, EXP, METHOD, SCOPE = "gp_sig", "gp_exp", "gp_m", "gp_scope"
+SIG, EXP, METHOD, SCOPE, USER = "gp_sig", "gp_exp", "gp_m", "gp_scope", "gp_user"
+VERSION = "gpupool-grant-v2"
 
 Method = Literal["GET", "PUT"]
 
@@ -72,21 +76,24 @@ class Signer:
     def __repr__(self) -> str:
         return "Signer(<key hidden>)"
 
-    def signature(self, method: str, team: str, scope: str, expires: int) -> str:
-        message = f"gpupool-grant-v1\n{method}\n{team}\n{scope}\n{expires}".encode()
+    def signature(self, method: str, team: str, user: str, scope: str, expires: int) -> str:
+        # JSON: one unambiguous encoding whatever the fields hold (a user name from an
+        # identity provider may contain any character).
+        message = json.dumps([VERSION, method, team, user, scope, expires]).encode()
         digest = hmac.new(self._key, message, hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
-    def query(self, method: Method, team: str, scope: str, expires: int) -> str:
-        params = {METHOD: method, SCOPE: scope, EXP: str(expires)}
-        params[SIG] = self.signature(method, team, scope, expires)
+    def query(self, method: Method, team: str, user: str, scope: str, expires: int) -> str:
+        params = {METHOD: method, SCOPE: scope, USER: user, EXP: str(expires)}
+        params[SIG] = self.signature(method, team, user, scope, expires)
         return urlencode(params)
 
     def check(
         self, method: str, team: str, path: str, params: Mapping[str, str], now: datetime
-    ) -> None:
-        """Raise :class:`GrantDenied` unless ``params`` allow ``method`` on ``team``/``path``."""
-        missing = [p for p in (METHOD, SCOPE, EXP, SIG) if not params.get(p)]
+    ) -> str:
+        """The user the URL was made out to, or :class:`GrantDenied` unless ``params``
+        allow ``method`` on ``team``/``path``."""
+        missing = [p for p in (METHOD, SCOPE, USER, EXP, SIG) if not params.get(p)]
         if missing:
             raise GrantDenied(
                 f"not a signed URL: missing {', '.join(missing)}; use the URL the job was given"
@@ -95,7 +102,7 @@ class Signer:
             expires = int(params[EXP])
         except ValueError:
             raise GrantDenied(f"{EXP} is not a number: the URL was altered") from None
-        expected = self.signature(params[METHOD], team, params[SCOPE], expires)
+        expected = self.signature(params[METHOD], team, params[USER], params[SCOPE], expires)
         if not hmac.compare_digest(expected.encode(), params[SIG].encode()):
             raise GrantDenied(
                 "signature does not match: the URL was altered, or is for another team"
@@ -110,6 +117,7 @@ class Signer:
         if now.timestamp() >= expires:
             at = datetime.fromtimestamp(expires, UTC).isoformat()
             raise GrantDenied(f"this URL expired at {at}; a new attempt gets new URLs")
+        return params[USER]
 
 
 class LocalMinter:
@@ -121,18 +129,18 @@ class LocalMinter:
         self._signer = signer
         self._base = base_url.rstrip("/")
 
-    def url(self, method: Method, team: str, path: str, expires: int) -> str:
+    def url(self, method: Method, team: str, user: str, path: str, expires: int) -> str:
         where = f"{self._base}{ARTIFACTS_PATH}/{quote(team)}/{quote(path)}"
-        return f"{where}?{self._signer.query(method, team, path, expires)}"
+        return f"{where}?{self._signer.query(method, team, user, path, expires)}"
 
     def mint(self, scope: GrantScope, outputs: Sequence[str]) -> Grant:
         expires = int(scope.expires_at.timestamp())
         return Grant(
             kind="local",
             scope=scope,
-            inputs={p: self.url("GET", scope.team, p, expires) for p in scope.reads},
+            inputs={p: self.url("GET", scope.team, scope.user, p, expires) for p in scope.reads},
             outputs={
-                o: OutputTarget(self.url("PUT", scope.team, w, expires))
+                o: OutputTarget(self.url("PUT", scope.team, scope.user, w, expires))
                 for o, w in zip(outputs, scope.writes, strict=True)
             },
         )
