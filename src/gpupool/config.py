@@ -6,6 +6,7 @@ pools, quotas) is a different thing: it is a YAML file, see ``gpupool.spec``.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -65,6 +66,83 @@ def load_oidc(env: Mapping[str, str]) -> OidcSettings | None:
     )
 
 
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What one client may make the API server hold or do (sizes, streams, slow clients).
+
+    Each has a ``GPUPOOL_*`` variable (see :data:`LIMIT_VARIABLES`). Sizes are bytes of
+    UTF-8; a request past a size limit is answered 413 (the whole body) or 422 naming the
+    field and the limit, before anything is stored.
+    """
+
+    # The body of any JSON request (submits, cancels): refused on its Content-Length, or
+    # while it streams, before it is parsed.
+    max_body_bytes: int = 1 * MIB
+    # One artifact PUT through a signed URL (streamed to disk, so a separate, larger cap).
+    max_artifact_bytes: int = 10 * GIB
+    # A submit's env: the number of variables and the bytes of all names and values.
+    max_env_entries: int = 256
+    max_env_bytes: int = 64 * KIB
+    # A submit's command: the number of arguments and the bytes of all of them.
+    max_command_args: int = 4096
+    max_command_bytes: int = 256 * KIB
+    # Declared inputs, and declared outputs, each.
+    max_data_paths: int = 256
+    # Concurrent ``logs?follow=true`` streams of one user; more are answered 429.
+    log_followers_per_user: int = 8
+    # A request's line and headers must arrive within this many seconds of its first byte
+    # (or of the connection), and its body may pause at most this long: slow clients cannot
+    # hold connections (and file descriptors) open forever.
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    # Mutating requests refused without any identity (no or a bad token, a bad signed URL)
+    # are counted, and written as one audit row per route and outcome this often.
+    audit_summary_s: float = 60.0
+
+
+# ServerLimits field -> the environment variable that sets it.
+LIMIT_VARIABLES = {
+    "max_body_bytes": "GPUPOOL_MAX_BODY_BYTES",
+    "max_artifact_bytes": "GPUPOOL_MAX_ARTIFACT_BYTES",
+    "max_env_entries": "GPUPOOL_MAX_ENV_ENTRIES",
+    "max_env_bytes": "GPUPOOL_MAX_ENV_BYTES",
+    "max_command_args": "GPUPOOL_MAX_COMMAND_ARGS",
+    "max_command_bytes": "GPUPOOL_MAX_COMMAND_BYTES",
+    "max_data_paths": "GPUPOOL_MAX_DATA_PATHS",
+    "log_followers_per_user": "GPUPOOL_LOG_FOLLOWERS_PER_USER",
+    "header_timeout_s": "GPUPOOL_HEADER_TIMEOUT_S",
+    "body_timeout_s": "GPUPOOL_BODY_TIMEOUT_S",
+    "audit_summary_s": "GPUPOOL_AUDIT_SUMMARY_S",
+}
+
+
+def load_limits(env: Mapping[str, str]) -> ServerLimits:
+    """:class:`ServerLimits` from the environment; each unset variable keeps its default."""
+    defaults = ServerLimits()
+    values: dict[str, int | float] = {}
+    for name, variable in LIMIT_VARIABLES.items():
+        raw = env.get(variable, "").strip()
+        if not raw:
+            continue
+        kind = type(getattr(defaults, name))
+        try:
+            value = kind(raw)
+        except ValueError:
+            value = 0
+        if not math.isfinite(value) or value <= 0:
+            raise ConfigInvalid(
+                f"{variable}={raw!r} is not a positive {'integer' if kind is int else 'number'}; "
+                f"unset it for the default ({getattr(defaults, name)})"
+            )
+        values[name] = value
+    return ServerLimits(**values)  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -79,6 +157,7 @@ class Settings:
     public_url: str | None = None
     # Signs local grants; several API replicas must share it. None: <home>/grant.key.
     grant_key: str | None = field(default=None, repr=False)
+    limits: ServerLimits = ServerLimits()
 
     @property
     def api_url(self) -> str:
@@ -99,7 +178,8 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
     ``GPUPOOL_PORT``, ``GPUPOOL_LOG_LEVEL``, ``GPUPOOL_PUBLIC_URL`` and
     ``GPUPOOL_GRANT_KEY``; keyword overrides (CLI flags) win.
 
-    Identity: ``GPUPOOL_DIRECTORY_FILE`` and the ``GPUPOOL_OIDC_*`` of :class:`OidcSettings`."""
+    Identity: ``GPUPOOL_DIRECTORY_FILE`` and the ``GPUPOOL_OIDC_*`` of :class:`OidcSettings`.
+    Limits: the variables of :data:`LIMIT_VARIABLES` (:class:`ServerLimits`)."""
     env = os.environ if environ is None else environ
     directory = env.get("GPUPOOL_DIRECTORY_FILE", "").strip()
     home = Path(str(overrides.get("home") or env.get("GPUPOOL_HOME") or ".gpupool")).absolute()
@@ -116,4 +196,5 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
         directory_file=Path(directory).absolute() if directory else None,
         public_url=env.get("GPUPOOL_PUBLIC_URL") or None,
         grant_key=env.get("GPUPOOL_GRANT_KEY") or None,
+        limits=load_limits(env),
     )

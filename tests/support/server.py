@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import httpx
@@ -23,8 +24,19 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, home: Path, config: Path, port: int | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        config: Path,
+        port: int | None = None,
+        env: Mapping[str, str] | None = None,
+        preexec: Callable[[], None] | None = None,
+    ) -> None:
+        """``env``: extra environment of the server (e.g. ``GPUPOOL_*`` limits);
+        ``preexec``: run in the child before it starts (e.g. to lower a resource limit)."""
         self.home = home
+        self.env = dict(env or {})
+        self.preexec = preexec
         self.config = config
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -33,7 +45,7 @@ class ServerProcess:
         self.log = home.parent / f"server-{self.port}.log"
 
     def start(self, timeout: float = 30.0) -> None:
-        env = {**os.environ, "GPUPOOL_HOME": str(self.home)}
+        env = {**os.environ, **self.env, "GPUPOOL_HOME": str(self.home)}
         env.pop("GPUPOOL_DATABASE_URL", None)
         with self.log.open("a") as out:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
@@ -51,6 +63,7 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
                 text=True,
                 env=env,
+                preexec_fn=self.preexec,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -7,7 +7,7 @@
     2     usage error: bad flags or arguments (reported by Typer/Click)
     3     not found: the job, team or route does not exist
     4     not allowed: unauthenticated (missing/bad token) or forbidden
-    5     rejected: invalid request, invalid config, or conflict
+    5     rejected: invalid request, invalid config, conflict, or too many requests
     6     server unreachable: nothing answered at the URL
 
 The mapping goes by exception class, so a new error code the server adds later falls into the
@@ -23,6 +23,7 @@ from gpupool.client.errors import (
     GpupoolError,
     InvalidRequest,
     NotFound,
+    TooManyRequests,
     Unauthenticated,
 )
 
@@ -42,11 +43,13 @@ _EXIT_CODES: tuple[tuple[type[GpupoolError], int], ...] = (
     (Forbidden, NOT_ALLOWED),
     (InvalidRequest, REJECTED),
     (Conflict, REJECTED),
+    (TooManyRequests, REJECTED),
 )
 
 HELP = """\
 Exit codes: 0 ok; 1 unexpected error; 2 usage error; 3 not found;
-4 unauthenticated or forbidden; 5 invalid request or conflict; 6 server unreachable."""
+4 unauthenticated or forbidden; 5 invalid request, conflict or too many requests;
+6 server unreachable."""
 
 
 def exit_code_for(error: GpupoolError) -> int:

@@ -58,6 +58,19 @@ class ConfigInvalid(InvalidRequest):
     code = "config_invalid"
 
 
+class PayloadTooLarge(InvalidRequest):
+    """The request body was larger than the server accepts (HTTP 413); the message names
+    the limit."""
+
+    code = "payload_too_large"
+
+
+class TooManyRequests(GpupoolError):
+    """A per-user bound was reached (HTTP 429), e.g. concurrent log streams; retry later."""
+
+    code = "too_many_requests"
+
+
 class Unauthenticated(GpupoolError):
     code = "unauthenticated"
 
@@ -92,6 +105,8 @@ ERRORS_BY_CODE: dict[str, type[GpupoolError]] = {
     "forbidden": Forbidden,
     "not_found": NotFound,
     "conflict": Conflict,
+    "payload_too_large": PayloadTooLarge,
+    "too_many_requests": TooManyRequests,
     "internal": ServerError,
 }
 
@@ -102,7 +117,9 @@ _ERRORS_BY_STATUS: dict[int, type[GpupoolError]] = {
     403: Forbidden,
     404: NotFound,
     409: Conflict,
+    413: PayloadTooLarge,
     422: InvalidRequest,
+    429: TooManyRequests,
 }
 
 

@@ -51,3 +51,15 @@ class Unavailable(GpupoolError):
     """A dependency (a backend, the store) cannot serve the request now; retry later."""
 
     code = "unavailable"
+
+
+class PayloadTooLarge(GpupoolError):
+    """A request body is larger than the server accepts; the message names the limit."""
+
+    code = "payload_too_large"
+
+
+class TooManyRequests(GpupoolError):
+    """A per-user bound is reached (e.g. concurrent log streams); retry when one ends."""
+
+    code = "too_many_requests"

@@ -15,7 +15,9 @@ It is applied at every exit:
 * **Streams**: :func:`redacting_streams` wraps ``sys.stdout``/``sys.stderr`` (text and their
   binary ``buffer``) for CLI output. Text is redacted a whole line at a time, so a secret split
   over two writes is still caught; a partial line is held until its end or until the streams
-  are closed.
+  are closed. The API's job logs (``GET /v1/jobs/{id}/logs``, plain and followed) pass
+  :func:`redact_lines`, the same whole-line redaction, so a viewer reading a job's output
+  through the API sees what the CLI would print.
 * **Bodies**: event messages and error bodies call :func:`redact` directly.
 
 Invariants: redaction is idempotent (``redact(redact(x)) == redact(x)``); it keeps JSON valid
@@ -244,6 +246,21 @@ def uvicorn_log_config() -> dict[str, Any]:
 
 _LINE_END = re.compile(rb"[\r\n]")
 _HOLD_MAX = 1 << 16  # a "line" longer than this is redacted and written in pieces
+
+
+def redact_lines(data: bytes, final: bool = False) -> tuple[bytes, int]:
+    """Redact the whole lines at the start of ``data`` (bytes as :func:`redact_bytes`).
+
+    Returns the redacted bytes and how many bytes of ``data`` they cover; a partial last
+    line is left out, for the caller to pass again with what follows it, so that a secret
+    split over two reads is still caught. It is taken too when ``final`` (nothing follows)
+    or when ``data`` holds no line end at all and is longer than 64 KiB (such a "line" is
+    redacted in pieces), as :func:`redacting_streams` does.
+    """
+    cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+    if final or (cut == 0 and len(data) > _HOLD_MAX):
+        cut = len(data)
+    return (redact_bytes(data[:cut]) if cut else b""), cut
 
 
 class _LineRedactor:

@@ -7,8 +7,10 @@ from fastapi import FastAPI
 from gpupool import __version__
 from gpupool.server import errors
 from gpupool.server.audit import AuditMiddleware
+from gpupool.server.limits import BodyLimitMiddleware
 from gpupool.server.routes import artifacts, audit, cluster, health, jobs
 from gpupool.server.runtime import Runtime
+from gpupool.server.services.logs import FollowerSlots
 
 
 def create_app(runtime: Runtime) -> FastAPI:
@@ -18,12 +20,17 @@ def create_app(runtime: Runtime) -> FastAPI:
         description="Share GPUs between teams: quotas, fair share, preemption, accounting.",
     )
     app.state.runtime = runtime
+    limits = runtime.settings.limits
+    app.state.log_followers = FollowerSlots(limits.log_followers_per_user)
     errors.install(app)
     app.include_router(health.router)
     app.include_router(jobs.router)
     app.include_router(cluster.router)
     app.include_router(audit.router)
     app.include_router(artifacts.router)
-    # Every mutating request is recorded, including those refused before any route runs.
-    app.add_middleware(AuditMiddleware)
+    # Every mutating request is recorded, including those refused before any route runs
+    # (anonymous refusals are counted: see server.audit).
+    app.add_middleware(AuditMiddleware, summary_every_s=limits.audit_summary_s)
+    # Outermost: a body past its cap is refused before anything reads or parses it.
+    app.add_middleware(BodyLimitMiddleware, limits=limits)
     return app

@@ -9,6 +9,13 @@ Invariant: the audit row is written *before* the response is sent, so a client t
 an answer can rely on the entry being there. Mutation answers are small JSON bodies, so
 holding them until the row is stored costs nothing noticeable.
 
+Requests refused without any identity (no token or a bad one: 401; a bad signed URL: 403
+without a principal) are the exception: anyone can send them, as fast as they like, so they
+are counted per route, outcome and status (:class:`RefusalCounts`) and written as one
+summary row per key every ``audit_summary_s`` (and at shutdown), with the count in
+``target``. Requests with a principal, refused or not, are recorded one by one as before,
+and so are anonymous requests that succeed (an artifact written through a signed URL).
+
 Routes may say more than the middleware can see (the id of a job just created, the team a
 submit was for) through :class:`AuditNote` (``AuditNoteDep``). Without a note the target
 is the path parameters and the team is looked up from a ``job_id`` or ``team`` parameter.
@@ -16,9 +23,12 @@ is the path parameters and the team is looked up from a ``job_id`` or ``team`` p
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -56,11 +66,36 @@ def audit_note(request: Request) -> AuditNote:
 AuditNoteDep = Annotated[AuditNote, Depends(audit_note)]
 
 
+# (action, outcome, status) of an anonymous refusal
+RefusalKey = tuple[str, str, int]
+
+
+@dataclass
+class RefusalCounts:
+    """Anonymous refusals since ``since``, not yet written."""
+
+    counts: Counter[RefusalKey] = field(default_factory=Counter)
+    since: datetime | None = None
+
+    def take(self) -> RefusalCounts:
+        taken = RefusalCounts(self.counts, self.since)
+        self.counts, self.since = Counter(), None
+        return taken
+
+
 class AuditMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, summary_every_s: float = 60.0) -> None:
         self.app = app
+        self.summary_every_s = summary_every_s
+        self.refusals = RefusalCounts()
+        self._flush: asyncio.TimerHandle | None = None
+        self._flush_loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[None]] = set()  # kept until done (the loop keeps weak refs)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, self._flushing_at_shutdown(scope, receive), send)
+            return
         if scope["type"] != "http" or scope["method"] not in MUTATING:
             await self.app(scope, receive, send)
             return
@@ -96,6 +131,9 @@ class AuditMiddleware:
         route = scope.get("route")
         if route is None or scope["method"] not in (getattr(route, "methods", None) or ()):
             return  # no route took the request (404/405): nothing was mutated
+        if status >= 400 and scope.get("state", {}).get("principal") is None:
+            self._count(scope, route, status, error_body)
+            return
         try:
             await run_in_threadpool(self._write, scope, route, status, error_body)
         except Exception as exc:
@@ -117,13 +155,72 @@ class AuditMiddleware:
                     at=runtime.clock.now(),
                     actor=principal.user if principal is not None else ANONYMOUS,
                     token_id=principal.token_id if principal is not None else None,
-                    action=str(getattr(route, "name", "") or scope["path"]),
+                    action=_action(scope, route),
                     target=target,
                     team=team,
                     outcome=OK if status < 400 else _error_code(status, error_body),
                     status=status,
                 ),
             )
+
+    def _count(self, scope: Scope, route: Any, status: int, error_body: bytes) -> None:
+        runtime = scope["app"].state.runtime
+        if self.refusals.since is None:
+            self.refusals.since = runtime.clock.now()
+        key = (_action(scope, route), _error_code(status, error_body), status)
+        self.refusals.counts[key] += 1
+        loop = asyncio.get_running_loop()
+        # Armed once per window; again if the loop that held the timer is gone (test clients
+        # run each request on a loop of its own).
+        if self._flush is None or self._flush_loop is not loop:
+            self._flush_loop = loop
+            self._flush = loop.call_later(self.summary_every_s, self._start_flush, runtime)
+
+    def _start_flush(self, runtime: Any) -> None:
+        self._flush = None
+        task = asyncio.get_running_loop().create_task(
+            run_in_threadpool(self._write_summary, runtime, self.refusals.take())
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _flushing_at_shutdown(self, scope: Scope, receive: Receive) -> Receive:
+        async def flushing() -> Message:
+            message = await receive()
+            if message["type"] == "lifespan.shutdown":
+                if self._flush is not None:
+                    self._flush.cancel()
+                    self._flush = None
+                if self._tasks:
+                    await asyncio.gather(*self._tasks, return_exceptions=True)
+                runtime = scope["app"].state.runtime
+                await run_in_threadpool(self._write_summary, runtime, self.refusals.take())
+            return message
+
+        return flushing
+
+    @staticmethod
+    def _write_summary(runtime: Any, refusals: RefusalCounts) -> None:
+        if not refusals.counts or refusals.since is None:
+            return
+        since = refusals.since.strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            with runtime.sessions.begin() as session:
+                now = runtime.clock.now()
+                for (action, outcome, status), count in sorted(refusals.counts.items()):
+                    target = f"{count} anonymous request(s) refused since {since} (counted)"
+                    record(
+                        session,
+                        AuditEntry(now, ANONYMOUS, action, outcome, None, target, None, status),
+                    )
+        except Exception as exc:
+            log.error("could not write the audit summary: %s", type(exc).__name__, exc_info=exc)
+        total = sum(refusals.counts.values())
+        log.warning("%d anonymous mutating request(s) refused since %s", total, since)
+
+
+def _action(scope: Scope, route: Any) -> str:
+    return str(getattr(route, "name", "") or scope["path"])
 
 
 def _team_of(session: Any, params: dict[str, Any]) -> str | None:

@@ -22,6 +22,8 @@ from gpupool.core.errors import (
     GpupoolError,
     InvalidRequest,
     NotFound,
+    PayloadTooLarge,
+    TooManyRequests,
     Unauthenticated,
     Unavailable,
 )
@@ -37,6 +39,8 @@ STATUS_BY_ERROR: dict[type[GpupoolError], int] = {
     Forbidden: 403,
     NotFound: 404,
     Conflict: 409,
+    PayloadTooLarge: 413,
+    TooManyRequests: 429,
     Unavailable: 503,
 }
 
@@ -47,7 +51,9 @@ _CODE_BY_STATUS = {
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    413: "payload_too_large",
     422: "invalid_request",
+    429: "too_many_requests",
 }
 
 

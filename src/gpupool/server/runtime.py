@@ -63,7 +63,13 @@ class Runtime:
             groups_of=directory.groups_of if directory else None,
             unverified_groups=oidc is not None,  # a token's group claim cannot be re-read
         )
-        self.jobs = JobService(self.sessions, self.current_config, self.clock, self.controller.wake)
+        self.jobs = JobService(
+            self.sessions,
+            self.current_config,
+            self.clock,
+            self.controller.wake,
+            limits=self.settings.limits,
+        )
         self.teams = TeamService(self.sessions, self.current_config, self.controller.backoff.health)
 
     def current_config(self) -> ClusterConfig:

@@ -19,6 +19,7 @@ from gpupool.core.errors import ConfigInvalid
 from gpupool.data.redaction import install_logging, uvicorn_log_config
 from gpupool.data.storage import ensure_team_layouts
 from gpupool.server.app import create_app
+from gpupool.server.http_guard import guarded_protocol, raise_open_files_limit
 from gpupool.server.runtime import Runtime, build_runtime
 from gpupool.spec.load import load_config, parse_config
 from gpupool.spec.models import ClusterConfig
@@ -120,12 +121,17 @@ def serve(
             "not as their users' POSIX identities",
             os.geteuid(),
         )
+    soft, _ = raise_open_files_limit()  # room for connections (slow clients are cut below)
+    log.debug("open files limit: %d", soft)
+    limits = settings.limits
     runtime.controller.start()
     try:
         uvicorn.run(
             create_app(runtime),
             host=settings.host,
             port=settings.port,
+            # Header and body read deadlines: a request that never ends holds nothing long.
+            http=guarded_protocol(limits.header_timeout_s, limits.body_timeout_s),
             log_level=settings.log_level.lower(),
             access_log=settings.log_level.lower() == "debug",
             log_config=uvicorn_log_config(),

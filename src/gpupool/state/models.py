@@ -80,6 +80,8 @@ class JobRow(Base):
     outputs: Mapped[list[Any]] = mapped_column(JSON)
     max_runtime_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # sha256 of the canonical submit the key was first used with: a replay must match it.
+    idempotency_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
     submitted_at: Mapped[datetime] = mapped_column(UTCDateTime)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -79,6 +79,8 @@ def test_table_covers_every_server_code() -> None:
         "forbidden",
         "not_found",
         "conflict",
+        "payload_too_large",
+        "too_many_requests",
         "internal",
     }
     for code, cls in errors.ERRORS_BY_CODE.items():

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+from functools import partial
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Header, Query, Request, Response
 
 from gpupool.backends.base import JobHandle, LogChunk
 from gpupool.backends.errors import BackendError
@@ -16,13 +14,12 @@ from gpupool.core.jobs import TERMINAL
 from gpupool.server.audit import AuditNoteDep
 from gpupool.server.deps import PrincipalDep, RuntimeDep
 from gpupool.server.schemas import ErrorOut, JobOut, JobPage, JobSubmit, WhyOut
-from gpupool.server.services.jobs import follow
+from gpupool.server.services.logs import FollowerSlots, FollowResponse, follow, read_once
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorOut} for code in (401, 403, 404, 422)
 }
-FOLLOW_POLL_S = 0.2
 
 
 @router.post("", status_code=201, response_model=JobOut, responses=ERRORS, name="job.submit")
@@ -71,23 +68,29 @@ def why(job_id: str, runtime: RuntimeDep, principal: PrincipalDep) -> WhyOut:
 
 @router.get(
     "/{job_id}/logs",
-    responses={**ERRORS, 200: {"content": {"text/plain": {}}}},
+    responses={**ERRORS, 429: {"model": ErrorOut}, 200: {"content": {"text/plain": {}}}},
     response_class=Response,
 )
 def logs(
     job_id: str,
+    request: Request,
     runtime: RuntimeDep,
     principal: PrincipalDep,
     offset: Annotated[int, Query(ge=0)] = 0,
     follow_: Annotated[bool, Query(alias="follow")] = False,
 ) -> Response:
-    """The job's output (stdout and stderr) of its newest attempt, from ``offset``."""
+    """The job's output (stdout and stderr) of its newest attempt, from ``offset``, redacted
+    (see ``services.logs``). With ``follow=true``, a stream until the job ends (429 beyond
+    the per-user number of streams)."""
     status, attempt = runtime.jobs.log_target(principal, job_id)
     if not follow_:
-        if attempt is None or attempt.handle is None:
-            chunk = LogChunk(b"", offset, complete=status in TERMINAL)
-        else:
-            chunk = _read(runtime, JobHandle.from_dict(attempt.handle), offset)
+        handle = None if attempt is None or attempt.handle is None else attempt.handle
+        chunk = read_once(
+            partial(_read, runtime),
+            None if handle is None else JobHandle.from_dict(handle),
+            offset,
+            terminal=status in TERMINAL,
+        )
         return Response(
             content=chunk.data,
             media_type="text/plain; charset=utf-8",
@@ -96,9 +99,12 @@ def logs(
                 "X-Log-Complete": "true" if chunk.complete else "false",
             },
         )
-    return StreamingResponse(
-        _follow(runtime, principal, job_id, offset), media_type="text/plain; charset=utf-8"
+    slots: FollowerSlots = request.app.state.log_followers
+    slots.take(principal.user)
+    stream = follow(
+        partial(runtime.jobs.log_target, principal, job_id), partial(_read, runtime), offset
     )
+    return FollowResponse(stream, partial(slots.give_back, principal.user))
 
 
 def _read(runtime: RuntimeDep, handle: JobHandle, offset: int) -> LogChunk:
@@ -106,30 +112,3 @@ def _read(runtime: RuntimeDep, handle: JobHandle, offset: int) -> LogChunk:
         return runtime.execution.logs(handle, offset)
     except BackendError as exc:
         raise Unavailable(f"logs are not readable now: {exc}") from exc
-
-
-def _follow(
-    runtime: RuntimeDep, principal: PrincipalDep, job_id: str, start: int
-) -> Iterator[bytes]:
-    """Stream the current attempt; when it ends and the job goes on, continue with the next."""
-    offset, streamed_attempt = start, None
-    while True:
-        status, attempt = runtime.jobs.log_target(principal, job_id)
-        if attempt is None or attempt.handle is None or attempt.number == streamed_attempt:
-            if status in TERMINAL:
-                return
-            time.sleep(FOLLOW_POLL_S)
-            continue
-        if streamed_attempt is not None:
-            offset = 0
-            yield f"--- attempt {attempt.number} ---\n".encode()
-        handle = JobHandle.from_dict(attempt.handle)
-
-        def chunks(at: int, handle: JobHandle = handle) -> tuple[bytes, int, bool]:
-            chunk = _read(runtime, handle, at)
-            if not chunk.data and not chunk.complete:
-                time.sleep(FOLLOW_POLL_S)
-            return chunk.data, chunk.next_offset, chunk.complete
-
-        yield from follow(chunks, offset)
-        streamed_attempt = attempt.number

@@ -9,7 +9,6 @@ ids only grow, so paging is stable while new entries arrive.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,7 +17,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpupool.auth.principal import Principal
-from gpupool.core.errors import Forbidden, InvalidRequest
+from gpupool.core.errors import Forbidden
+from gpupool.server.cursors import decode_audit_cursor, encode_audit_cursor
 from gpupool.server.schemas import AuditOut, AuditPage
 from gpupool.spec.models import ClusterConfig
 from gpupool.state.models import AuditRow
@@ -72,7 +72,7 @@ class AuditService:
         if where.until is not None:
             query = query.where(AuditRow.at < _aware(where.until))
         if cursor is not None:
-            query = query.where(AuditRow.id < _decode_cursor(cursor))
+            query = query.where(AuditRow.id < decode_audit_cursor(cursor))
         limit = max(1, min(limit, MAX_PAGE))
         with self._sessions() as session:
             rows = list(session.scalars(query.order_by(AuditRow.id.desc()).limit(limit + 1)))
@@ -80,7 +80,7 @@ class AuditService:
         rows = rows[:limit]
         return AuditPage(
             items=[_out(r) for r in rows],
-            next_cursor=_encode_cursor(rows[-1].id) if more else None,
+            next_cursor=encode_audit_cursor(rows[-1].id) if more else None,
         )
 
 
@@ -101,20 +101,3 @@ def _out(row: AuditRow) -> AuditOut:
         outcome=row.outcome,
         status=row.status,
     )
-
-
-def _encode_cursor(last_id: int) -> str:
-    return base64.urlsafe_b64encode(f"a{last_id}".encode()).decode()
-
-
-def _decode_cursor(cursor: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode(cursor.encode()).decode()
-        if not raw.startswith("a"):
-            raise ValueError(raw)
-        return int(raw[1:])
-    except (ValueError, UnicodeError) as exc:
-        raise InvalidRequest(
-            "invalid cursor",
-            [{"field": "cursor", "message": "pass the next_cursor of a previous page unchanged"}],
-        ) from exc

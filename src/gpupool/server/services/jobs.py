@@ -1,16 +1,17 @@
 """Job use cases: submit, list, read, cancel, explain, logs.
 
 Invariants: a submit either stores one complete job row or nothing; the same
-(user, idempotency key) never creates a second job; a cancel of a queued job is an atomic
-conditional update, so it cannot race with the controller admitting the same job.
+(user, idempotency key) never creates a second job, and answers only the request it was
+first used with (the same body again: the original job; another body: 422 naming the key);
+a submit past a size limit (``ServerLimits``) is refused before anything is stored; a cancel
+of a queued job is an atomic conditional update, so it cannot race with the controller
+admitting the same job.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import secrets
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from sqlalchemy import and_, or_, select, update
@@ -18,13 +19,17 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpupool.auth.principal import Action, Principal, authorize
+from gpupool.config import ServerLimits
 from gpupool.controller.clock import Clock
 from gpupool.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from gpupool.core.jobs import ACTIVE, TERMINAL, JobStatus
+from gpupool.server.cursors import decode_job_cursor, encode_job_cursor
 from gpupool.server.schemas import JobOut, JobPage, JobSubmit, ReasonOut, WhyOut
 from gpupool.server.services.submit_checks import (
     check_against_config,
     check_data_paths,
+    check_sizes,
+    request_digest,
     resolve_team,
 )
 from gpupool.server.views import job_out
@@ -41,11 +46,13 @@ class JobService:
         config: Callable[[], ClusterConfig],
         clock: Clock,
         wake: Callable[[], None] = lambda: None,
+        limits: ServerLimits = ServerLimits(),
     ) -> None:
         self._sessions = sessions
         self._config = config
         self._clock = clock
         self._wake = wake
+        self._limits = limits
 
     # -- submit ---------------------------------------------------------------------------
 
@@ -64,6 +71,8 @@ class JobService:
                 ],
             )
         key = header_key or body.idempotency_key
+        key_field = "Idempotency-Key" if header_key else "idempotency_key"
+        check_sizes(body, self._limits)
         config = self._config()
         team = resolve_team(body, principal, config)
         authorize(principal, Action.MUTATE, team)
@@ -76,8 +85,9 @@ class JobService:
             )
         gpu_types = check_against_config(body, team, config)
         inputs, outputs = check_data_paths(body, principal.user)
+        digest = request_digest(body, team)
         if key is not None:
-            existing = self._by_key(principal.user, key)
+            existing = self._replay(principal.user, key, key_field, digest)
             if existing is not None:
                 return existing, False
         priority_class = body.priority_class or config.default_priority_class(team)
@@ -103,6 +113,7 @@ class JobService:
             outputs=outputs,
             max_runtime_s=body.max_runtime_s,
             idempotency_key=key,
+            idempotency_digest=None if key is None else digest,
             submitted_at=self._clock.now(),
             attempt=0,
             message="",
@@ -115,18 +126,36 @@ class JobService:
                 session.add(_event(job_id, row.submitted_at, "submitted", f"by {principal.user}"))
         except IntegrityError:
             # A concurrent request with the same key won the race: return its job.
-            if key is not None and (existing := self._by_key(principal.user, key)) is not None:
-                return existing, False
+            if key is not None:
+                existing = self._replay(principal.user, key, key_field, digest)
+                if existing is not None:
+                    return existing, False
             raise
         self._wake()
         return job_out(row), True
 
-    def _by_key(self, user: str, key: str) -> JobOut | None:
+    def _replay(self, user: str, key: str, key_field: str, digest: str) -> JobOut | None:
+        """The job ``user`` already submitted with ``key`` (None: none yet). A key names one
+        request: used again with a different one it is refused, not silently answered with
+        the first job (jobs stored before digests were kept cannot be compared)."""
         with self._sessions() as session:
             row = session.scalar(
                 select(JobRow).where(JobRow.user == user, JobRow.idempotency_key == key)
             )
-            return None if row is None else job_out(row)
+            if row is None:
+                return None
+            if row.idempotency_digest is not None and row.idempotency_digest != digest:
+                raise InvalidRequest(
+                    f"{key_field} was already used for a different job",
+                    [
+                        {
+                            "field": key_field,
+                            "message": f"already used by job {row.id} with another request; "
+                            "use a new key for a new job, or resend the same request",
+                        }
+                    ],
+                )
+            return job_out(row)
 
     # -- read -----------------------------------------------------------------------------
 
@@ -156,7 +185,7 @@ class JobService:
         if status is not None:
             query = query.where(JobRow.status == status)
         if cursor is not None:
-            at, last_id = _decode_cursor(cursor)
+            at, last_id = decode_job_cursor(cursor)
             query = query.where(
                 or_(
                     JobRow.submitted_at < at,
@@ -168,7 +197,7 @@ class JobService:
             rows = list(session.scalars(query))
         more = len(rows) > limit
         rows = rows[:limit]
-        next_cursor = _encode_cursor(rows[-1]) if more else None
+        next_cursor = encode_job_cursor(rows[-1].submitted_at, rows[-1].id) if more else None
         return JobPage(items=[job_out(r) for r in rows], next_cursor=next_cursor)
 
     def get(self, principal: Principal, job_id: str) -> JobOut:
@@ -267,30 +296,3 @@ def _why_summary(row: JobRow, reasons: Sequence[ReasonOut]) -> str:
     if not reasons:
         return "job is queued and has not been considered by the scheduler yet"
     return "waiting: " + "; ".join(f"{r.gpu_type}: {r.message}" for r in reasons)
-
-
-def _encode_cursor(row: JobRow) -> str:
-    raw = json.dumps([row.submitted_at.isoformat(), row.id])
-    return base64.urlsafe_b64encode(raw.encode()).decode()
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        at, job_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return datetime.fromisoformat(at), str(job_id)
-    except (ValueError, TypeError) as exc:
-        raise InvalidRequest(
-            "invalid cursor",
-            [{"field": "cursor", "message": "pass the next_cursor of a previous page unchanged"}],
-        ) from exc
-
-
-def follow(chunks: Callable[[int], tuple[bytes, int, bool]], start: int) -> Iterator[bytes]:
-    """Yield log bytes from ``start`` until the source says it is complete."""
-    offset = start
-    while True:
-        data, offset, complete = chunks(offset)
-        if data:
-            yield data
-        if complete:
-            return

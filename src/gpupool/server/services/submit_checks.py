@@ -6,9 +6,12 @@ every offending field at once. Nothing here touches the store.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from gpupool.auth.principal import Action, Principal
+from gpupool.config import LIMIT_VARIABLES, ServerLimits
 from gpupool.core.errors import InvalidRequest
 from gpupool.data.paths import check_job_paths
 from gpupool.server.schemas import SERVER_OWNED, JobSubmit
@@ -36,6 +39,74 @@ def describe_validation_error(error: Any) -> dict[str, str]:
 def _summary(problems: list[dict[str, str]]) -> str:
     fields = ", ".join(p["field"] for p in problems)
     return f"invalid job: {len(problems)} problem(s) in {fields}"
+
+
+def _utf8(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _over(field: str, what: str, limit: str, setting: str) -> dict[str, str]:
+    variable = LIMIT_VARIABLES[setting]
+    return {"field": field, "message": f"{what}; the limit is {limit} ({variable})"}
+
+
+def check_sizes(body: JobSubmit, limits: ServerLimits) -> None:
+    """One 422 naming each field of ``body`` past a size limit, and the limit: a job row is
+    read by every list and status query, so its size is bounded however large the body."""
+    problems: list[dict[str, str]] = []
+    if len(body.env) > limits.max_env_entries:
+        problems.append(
+            _over(
+                "env", f"{len(body.env)} variables", str(limits.max_env_entries), "max_env_entries"
+            )
+        )
+    env_bytes = sum(_utf8(k) + _utf8(v) for k, v in body.env.items())
+    if env_bytes > limits.max_env_bytes:
+        problems.append(
+            _over(
+                "env",
+                f"{env_bytes} bytes of names and values",
+                f"{limits.max_env_bytes} bytes",
+                "max_env_bytes",
+            )
+        )
+    if len(body.command) > limits.max_command_args:
+        problems.append(
+            _over(
+                "command",
+                f"{len(body.command)} arguments",
+                str(limits.max_command_args),
+                "max_command_args",
+            )
+        )
+    command_bytes = sum(_utf8(part) for part in body.command)
+    if command_bytes > limits.max_command_bytes:
+        problems.append(
+            _over(
+                "command",
+                f"{command_bytes} bytes of arguments",
+                f"{limits.max_command_bytes} bytes",
+                "max_command_bytes",
+            )
+        )
+    for field in ("inputs", "outputs"):
+        count = len(getattr(body, field))
+        if count > limits.max_data_paths:
+            problems.append(
+                _over(field, f"{count} paths", str(limits.max_data_paths), "max_data_paths")
+            )
+    if problems:
+        raise InvalidRequest(_summary(problems), problems)
+
+
+def request_digest(body: JobSubmit, team: str) -> str:
+    """What an idempotency key stands for: the submit as the server reads it (defaults filled
+    in, the team resolved), so two bodies that ask for the same job digest the same, however
+    they are spelt. The key itself is left out."""
+    fields = body.model_dump(mode="json", exclude={"idempotency_key"})
+    fields["team"] = team
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def resolve_team(body: JobSubmit, principal: Principal, config: ClusterConfig) -> str:
