@@ -129,6 +129,8 @@ def _refuse_non_directory(parent: int, parts: Sequence[str], i: int) -> None:
         raise Missing(f"{_shown(parts, i)} does not exist") from None
     if stat.S_ISLNK(info.st_mode):
         raise Symlink(_link_message(parts, i))
+    if stat.S_ISDIR(info.st_mode):  # a link when opened, a directory now: it is being swapped
+        raise Symlink(f"{_shown(parts, i)} changed while it was opened; " + _link_message(parts, i))
     raise Missing(f"{_shown(parts, i)} is not a directory")
 
 
