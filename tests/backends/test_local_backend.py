@@ -310,6 +310,10 @@ def test_submit_rejects_what_a_local_pool_cannot_run(tmp_path: Path, case: Rejec
         pytest.param({"devices": "amd"}, id="an unknown device mode"),
         pytest.param({"cancel_grace_s": "soon"}, id="a grace that is not a number"),
         pytest.param({"inherit_env": "PATH"}, id="inherit_env as a string"),
+        pytest.param({"max_processes": 0}, id="no processes at all"),
+        pytest.param({"max_log_bytes": "1G"}, id="a log cap that is not a number"),
+        pytest.param({"max_log_bytes": True}, id="a log cap that is a boolean"),
+        pytest.param({"cgroups": "maybe"}, id="an unknown cgroups mode"),
     ],
 )
 def test_bad_pool_options_are_misconfiguration(tmp_path: Path, options: dict[str, Any]) -> None:
@@ -346,6 +350,7 @@ def test_the_runner_imports_no_other_part_of_gpupool() -> None:
         "gpupool",
         "gpupool.backends",
         "gpupool.backends.local",
+        "gpupool.backends.local.contain",  # stdlib only, like the runner
         "gpupool.backends.local.runner",
     ]
 

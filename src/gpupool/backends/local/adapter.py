@@ -44,6 +44,7 @@ from gpupool.backends.base import (
     contract_env,
 )
 from gpupool.backends.errors import BackendError, BackendMisconfigured, BackendRejected
+from gpupool.backends.local import contain
 from gpupool.backends.local.errors import map_local_errors
 from gpupool.backends.local.gpus import GpuMapper, gpus_from_options
 from gpupool.backends.local.options import DEFAULT_PATH, LocalOptions
@@ -97,6 +98,16 @@ class LocalBackend:
         self._clock = clock  # wall clock: compared with file modification times
         # Switching users needs root; without it every job runs as the server's user.
         self._switch_users = os.geteuid() == 0
+        if self.options.cgroups == "required" and not self._switch_users:
+            raise BackendMisconfigured(
+                "local pool option cgroups: required needs the server to run as root "
+                "(or set cgroups: auto to contain jobs by subreaper without it)"
+            )
+        if self.options.cgroups == "required" and contain.find_hierarchy() is None:
+            raise BackendMisconfigured(
+                "local pool option cgroups: required, but no cgroup hierarchy with a pids "
+                "controller is mounted (mount one, or set cgroups: auto)"
+            )
         caps = {Capability.LOG_STREAM}
         if self._switch_users:
             caps.add(Capability.POSIX_IDENTITY)
@@ -157,27 +168,27 @@ class LocalBackend:
             raise BackendRejected(f"devices {list(devices)} are not all in 0..{limit - 1}")
 
     def _make_root(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        if self._switch_users:
-            # Jobs of other uids must traverse to their work dirs, but not list attempts.
-            for d in (self.root.parent, self.root):
-                os.chmod(d, 0o711)
+        self.root.mkdir(mode=0o711, parents=True, exist_ok=True)
+        # Jobs of other uids must traverse to their work dirs, but not list attempts.
+        for d in (self.root.parent, self.root):
+            os.chmod(d, 0o711)
 
     def _identity(self, spec: JobSpec) -> PosixIdentity | None:
         return spec.posix if self._switch_users else None
 
     def _prepare(self, spec: JobSpec, attempt: Path) -> None:
-        # Layout: the attempt dir and the runner's files belong to the server (a job must not
-        # be able to forge its own exit.json); work/inputs/outputs and the log to the job.
+        # Layout: the attempt dir and the runner's files (0600) belong to the server: a job
+        # can neither forge its own exit.json nor read another's spec. work/inputs/outputs
+        # belong to the job. output.log is written by the runner from the job's pipe, so the
+        # job cannot bypass the log cap by writing the file itself.
         os.chmod(attempt, 0o711)
         work, inputs, outputs = attempt / WORK, attempt / INPUTS, attempt / OUTPUTS
         for d in (work, inputs, outputs):
             d.mkdir(mode=0o700)
-        log = attempt / OUTPUT
-        log.touch(mode=0o640)
+        os.close(os.open(attempt / OUTPUT, os.O_WRONLY | os.O_CREAT, 0o600))
         identity = self._identity(spec)
         if identity is not None:
-            for path in (work, inputs, outputs, log):
+            for path in (work, inputs, outputs):
                 os.chown(path, identity.uid, identity.gid)
         payload: dict[str, Any] = {
             "argv": list(spec.command),
@@ -190,6 +201,9 @@ class LocalBackend:
             "uid": identity.uid if identity else None,
             "gid": identity.gid if identity else None,
             "groups": list(identity.groups) if identity else [],
+            "max_processes": self.options.max_processes,
+            "max_log_bytes": self.options.max_log_bytes,
+            "cgroups": self.options.cgroups,
         }
         # 0600: the user's env may hold secrets, and the file name is well known.
         write_json_atomic(attempt / SPEC, payload, mode=0o600)
@@ -287,10 +301,14 @@ class LocalBackend:
             if runner is not None and signal_process(runner, signal.SIGTERM):
                 return
             # The runner is gone (LOST) but its job may live on, orphaned and holding GPUs.
-            # Nobody is left to wait out a grace period, so it is killed now.
+            # Nobody is left to wait out a grace period, so it is killed now: the whole tree
+            # through the cgroup the runner recorded, else the leader's process group.
+            if (attempt / EXIT).exists():
+                return
             job = ProcessId.from_mapping(read_json(attempt / JOB))
-            if job is not None and not (attempt / EXIT).exists():
+            if job is not None:
                 signal_group(job, signal.SIGKILL)
+            _kill_cgroup(attempt)
 
     def _attempt_dir(self, handle: JobHandle) -> Path:
         if handle.backend != self.name:
@@ -307,6 +325,16 @@ def _runner_of(handle: JobHandle, attempt: Path) -> ProcessId | None:
     return ProcessId.from_mapping(read_json(attempt / HANDLE)) or ProcessId.from_mapping(
         handle.data
     )
+
+
+def _kill_cgroup(attempt: Path) -> None:
+    """Kill every process in the attempt's cgroup (recorded by its runner) and remove it."""
+    recorded = (read_json(attempt / HANDLE) or {}).get("cgroup")
+    if not isinstance(recorded, str) or f"/{contain.PARENT}/" not in recorded:
+        return  # no cgroup (subreaper containment), or not a path this backend made
+    group = contain.Cgroup(2 if (Path(recorded) / "cgroup.kill").exists() else 1, recorded)
+    contain.kill_all(group.members, group.kill_all, reap=lambda: None, timeout_s=5.0)
+    group.remove()
 
 
 def _final_status(done: Mapping[str, Any]) -> BackendStatus:

@@ -17,6 +17,8 @@ from gpupool.backends.errors import BackendMisconfigured
 DEFAULT_INHERIT_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _SECONDS = ("cancel_grace_s", "max_runtime_grace_s", "launch_timeout_s", "startup_timeout_s")
+_POSITIVE_INTS = ("max_processes", "max_log_bytes")
+CGROUP_MODES = ("auto", "required", "off")
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,11 @@ class LocalOptions:
     inherit_env: tuple[str, ...] = DEFAULT_INHERIT_ENV
     launch_timeout_s: float = 5.0  # how long submit() waits for the runner's handle.json
     startup_timeout_s: float = 30.0  # a claimed attempt without a runner after this is LOST
+    # Processes (threads included) one job may have at once: its cgroup's pids.max, else
+    # RLIMIT_NPROC, which the kernel counts per uid (see contain.py).
+    max_processes: int = 4096
+    max_log_bytes: int = 100 << 20  # output.log keeps this much, then says it was truncated
+    cgroups: str = "auto"  # auto: a per-job cgroup when possible | required | off (subreaper)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> LocalOptions:
@@ -43,6 +50,15 @@ class LocalOptions:
             for name in _SECONDS:
                 if name in values:
                     values[name] = float(values[name])
+            for name in _POSITIVE_INTS:
+                if name in values:
+                    value = values[name]
+                    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                        raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+            if values.get("cgroups", "auto") not in CGROUP_MODES:
+                raise ValueError(
+                    f"cgroups must be one of {', '.join(CGROUP_MODES)}, got {values['cgroups']!r}"
+                )
             if "inherit_env" in values:
                 if isinstance(values["inherit_env"], str):
                     raise TypeError("inherit_env must be a list of variable names")

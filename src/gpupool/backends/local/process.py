@@ -82,7 +82,9 @@ def launch_runner(attempt: Path, python: str = sys.executable, timeout_s: float 
     and its first process exits at once, which we reap here, so the real runner is the child
     of init and never a zombie of ours.
     """
-    with open(attempt / RUNNER_LOG, "ab") as err:
+    # 0600: the runner's diagnostics are the server's, not the job's to read.
+    fd = os.open(attempt / RUNNER_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with open(fd, "ab") as err:
         proc = subprocess.Popen(
             [python, "-m", "gpupool.backends.local.runner", str(attempt)],
             stdin=subprocess.DEVNULL,

@@ -7,24 +7,32 @@ reading the files below. The runner and the adapter only talk through these file
 SIGTERM from ``cancel()``.
 
 Files in the attempt dir (JSON is written atomically, tmp + ``os.replace``, so a reader never
-sees half a file):
+sees half a file). The runner's files are 0600 and, when the server is root, root's: a job can
+neither read them nor forge them.
 
 ============  ==========  ==================================================================
 file          written by  content
 ============  ==========  ==================================================================
-spec.json     adapter     argv, env, cwd, uid/gid/groups, max_runtime_s, grace defaults
-handle.json   runner      ``{pid, create_time}`` of the runner, written first after detaching
-job.json      runner      ``{pid, create_time}`` of the job leader (= its process group id)
-output.log    job         the job's stdout and stderr
+spec.json     adapter     argv, env, cwd, uid/gid/groups, max_runtime_s, graces, limits
+handle.json   runner      ``{pid, create_time[, cgroup]}`` of the runner, written first
+job.json      runner      ``{pid, create_time}`` of the job leader
+output.log    runner      the job's stdout and stderr, copied from a pipe up to
+                          ``max_log_bytes`` (then one ``gpupool: log truncated`` line)
 cancel        adapter     grace seconds, written by ``cancel()`` before it signals the runner
 exit.json     runner      ``{exit_code, reason, finished_at, message}``, once, at the very end
 runner.log    runner      the runner's own stderr: diagnostics if it fails
 ============  ==========  ==================================================================
 
-Invariants: ``exit.json`` is written at most once and only after the job's whole process group
-is dead (so a reader that sees it also sees the complete ``output.log``); the job never starts
-if ``cancel`` existed first. ``reason`` is one of exited, cancelled, max_runtime, signal,
-start_failed, runner_error.
+The job's whole process tree is contained (:mod:`.contain`): in a per-attempt cgroup with a
+process limit where the host allows, else below the runner, which is the tree's subreaper.
+Signals (cancel, max runtime) go to every process of the tree, not only the leader's group.
+
+Invariants: ``exit.json`` is written at most once and only after every process of the job is
+dead and its output copied (so a reader that sees it also sees the complete ``output.log``);
+the job never starts if ``cancel`` existed first. ``reason`` is one of exited, cancelled,
+max_runtime, signal, start_failed, runner_error. If the runner itself dies, the job's next
+write to its output fails (SIGPIPE): an attempt without its runner is LOST anyway, and
+``cancel()`` kills what is left through the cgroup recorded in ``handle.json``.
 
 Only the stdlib may be imported at start (the runner starts once per attempt, and its start-up
 is part of every job's latency). :func:`create_time` reads the process start time from
@@ -35,14 +43,19 @@ elsewhere psutil is imported only then.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import resource
+import select
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from gpupool.backends.local import contain
 
 SPEC = "spec.json"
 HANDLE = "handle.json"
@@ -55,9 +68,13 @@ WORK, INPUTS, OUTPUTS = "work", "inputs", "outputs"
 
 TICK_S = 0.05  # how quickly cancel, max runtime and job exit are noticed
 DEFAULT_GRACE_S = 10.0
+PIPE_SIZE = 1 << 20  # the job's stdout pipe: fewer wake-ups of the runner for chatty jobs
+PUMP_CHUNK = 1 << 20
+PUMP_BUDGET = 16 << 20  # bytes copied per tick at most, so cancel and deadlines stay on time
+DRAIN_TIMEOUT_S = 5.0  # output still arriving after the tree is dead (a root job's escapee)
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Replace ``path`` with ``data`` so that readers see the old file or the new, never half."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -91,7 +108,7 @@ def create_time(pid: int) -> float:
     return float(boot) + int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
-def write_json_atomic(path: Path, data: dict[str, Any], mode: int = 0o644) -> None:
+def write_json_atomic(path: Path, data: dict[str, Any], mode: int = 0o600) -> None:
     write_atomic(path, json.dumps(data).encode(), mode)
 
 
@@ -114,16 +131,177 @@ def read_grace(path: Path, default: float) -> float:
         return default
 
 
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
-        os.killpg(pgid, sig)
-
-
 def _signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
+
+
+class LogPump:
+    """Copies the job's output from its pipe into ``output.log``, up to ``cap`` bytes.
+
+    Past the cap the rest is read and dropped (the job is not killed for logging more, and
+    never blocks on a full pipe), and the log ends with one note saying where it was cut.
+    ``splice`` moves the bytes inside the kernel (a chatty job costs the runner little); where
+    it is refused, read and write do the same.
+    """
+
+    def __init__(self, read_fd: int, path: Path, cap: int | None) -> None:
+        self.fd = read_fd
+        self.out = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # RDWR: note() reads back
+        self.end = os.fstat(self.out).st_size  # where the next byte goes (notes included)
+        self.size = 0  # the job's bytes kept, counted against the cap
+        self.cap = cap
+        self.truncated = False
+        self.eof = False
+        self.splice = hasattr(os, "splice")
+
+    def pump(self, timeout: float) -> None:
+        """Copy what arrives within ``timeout`` (and whatever follows at once, up to a budget
+        that keeps the runner's other duties on time)."""
+        if self.eof:
+            time.sleep(timeout)  # nothing more can come; keep the supervisor's pace
+            return
+        budget = PUMP_BUDGET
+        ready = select.select([self.fd], [], [], timeout)[0]
+        while ready and budget > 0:
+            moved = self._copy()
+            if moved == 0:
+                self.eof = True
+                return
+            budget -= moved
+            ready = select.select([self.fd], [], [], 0)[0]
+
+    def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+        """Copy the rest until every writer is gone (the tree is dead by now)."""
+        deadline = time.monotonic() + timeout_s
+        while not self.eof and time.monotonic() < deadline:
+            self.pump(TICK_S)
+
+    def note(self, line: str) -> None:
+        """A line of gpupool's own (not counted against the cap), on a line of its own."""
+        newline = self.end == 0 or os.pread(self.out, 1, self.end - 1) == b"\n"
+        self._write((b"" if newline else b"\n") + line.encode() + b"\n")
+
+    def close(self) -> None:
+        for fd in (self.fd, self.out):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _copy(self) -> int:
+        """Move one chunk from the pipe (the pipe is readable); bytes taken, 0 at its end."""
+        room = None if self.cap is None else self.cap - self.size
+        if room is not None and room <= 0:
+            dropped = os.read(self.fd, PUMP_CHUNK)
+            if dropped and not self.truncated:
+                self.truncated = True
+                self.note(f"gpupool: log truncated at {self.cap} bytes")
+            return len(dropped)
+        want = PUMP_CHUNK if room is None else min(PUMP_CHUNK, room)
+        if self.splice:
+            try:
+                moved = os.splice(self.fd, self.out, want, offset_dst=self.end)
+            except OSError:  # this file system or kernel does not splice: copy instead
+                self.splice = False
+            else:
+                self.size += moved
+                self.end += moved
+                return moved
+        data = os.read(self.fd, want)
+        self._write(data)
+        self.size += len(data)
+        return len(data)
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self.out, view, self.end)
+            self.end += written
+            view = view[written:]
+
+
+class JobSetup:
+    """Runs in the job's first process between ``fork`` and ``exec``, as root: into the cgroup
+    first (before it can fork, so nothing is born outside), then the process limit, then the
+    user's identity. A failure is written to the job's log, then ends the start."""
+
+    def __init__(
+        self, cgroup: contain.Cgroup | None, nproc: int | None, identity: dict[str, Any] | None
+    ) -> None:
+        self.cgroup, self.nproc, self.identity = cgroup, nproc, identity
+
+    def __call__(self) -> None:
+        try:
+            if self.cgroup is not None:
+                self.cgroup.enter()
+            if self.nproc is not None:
+                _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+                soft = self.nproc if hard == resource.RLIM_INFINITY else min(self.nproc, hard)
+                resource.setrlimit(resource.RLIMIT_NPROC, (soft, hard))
+            if self.identity is not None:
+                # setgroups([...]) also drops the runner's (root's) supplementary groups.
+                os.setgroups(self.identity["groups"])
+                os.setgid(self.identity["gid"])
+                os.setuid(self.identity["uid"])
+        except BaseException as exc:
+            os.write(1, f"gpupool: cannot set up the job's process: {exc}\n".encode())
+            raise
+
+
+class Tree:
+    """The job's processes: its cgroup's members, else the runner's descendants (the runner is
+    their subreaper, so orphans stay below it). Reaps every child the runner gets, keeping the
+    leader's status."""
+
+    def __init__(self, cgroup: contain.Cgroup | None) -> None:
+        self.cgroup = cgroup
+        self.runner = os.getpid()
+        self.leader = 0
+        self.leader_status: int | None = None
+
+    def members(self) -> list[int]:
+        if self.cgroup is not None:
+            return self.cgroup.members()
+        return contain.descendants(self.runner)
+
+    def signal(self, sig: int) -> None:
+        contain.signal_each(self.members(), sig)
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.leader:
+                self.leader_status = os.waitstatus_to_exitcode(status)
+
+    def kill_all(self) -> bool:
+        def kill() -> None:
+            if self.cgroup is not None:
+                self.cgroup.kill_all()
+            else:
+                self.signal(signal.SIGKILL)
+
+        return contain.kill_all(self.members, kill, self.reap)
+
+    def remove(self) -> None:
+        """Kill what is left and remove the cgroup (idempotent)."""
+        done = self.kill_all()
+        if not done:
+            print(
+                f"runner: processes of the job survived SIGKILL: {self.members()}", file=sys.stderr
+            )
+        if self.cgroup is not None:
+            for _ in range(100):
+                if self.cgroup.remove():
+                    break
+                time.sleep(contain.KILL_TICK_S)
+            else:
+                print(f"runner: cannot remove cgroup {self.cgroup.path}", file=sys.stderr)
 
 
 class Runner:
@@ -142,66 +320,119 @@ class Runner:
         signal.signal(signal.SIGINT, self._on_term)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         pid = os.getpid()
+        contain.set_subreaper()  # before any child exists: orphans of the job come back here
+        spec = read_json(self.dir / SPEC)
+        over = (self.dir / EXIT).exists()
+        cgroup, problem = (None, None) if spec is None or over else self._cgroup(spec)
         # Install the handler before publishing our pid: a SIGTERM sent by cancel() must never
-        # hit the default action and kill the runner without an exit.json.
-        write_json_atomic(self.dir / HANDLE, {"pid": pid, "create_time": create_time(pid)})
-        if (self.dir / EXIT).exists():
+        # hit the default action and kill the runner without an exit.json. The cgroup is
+        # published with it, before any job exists: whoever cancels after a runner crash finds
+        # and kills the whole tree through it.
+        handle: dict[str, Any] = {"pid": pid, "create_time": create_time(pid)}
+        if cgroup is not None:
+            handle["cgroup"] = cgroup.path
+        write_json_atomic(self.dir / HANDLE, handle)
+        if over:
             return 0
+        tree = Tree(cgroup)
+        result: dict[str, Any]
         try:
-            result = self._supervise()
+            if problem is not None:
+                result = {"exit_code": None, "reason": "runner_error", "message": problem}
+            else:
+                result = self._supervise(spec, tree)
         except BaseException as exc:  # report, never die silently: silence would read as LOST
             result = {"exit_code": None, "reason": "runner_error", "message": f"runner: {exc!r}"}
+        try:
+            tree.remove()  # nothing of the job outlives exit.json (also after a runner error)
+        except BaseException as exc:
+            print(f"runner: cleaning up the job's processes failed: {exc!r}", file=sys.stderr)
         result["finished_at"] = time.time()
         write_json_atomic(self.dir / EXIT, result)
         return 0
 
-    def _supervise(self) -> dict[str, Any]:
-        spec = read_json(self.dir / SPEC)
+    def _cgroup(self, spec: dict[str, Any]) -> tuple[contain.Cgroup | None, str | None]:
+        """The attempt's cgroup (None: contain by subreaper), or why a required one failed."""
+        mode = spec.get("cgroups", "auto")
+        if mode == "off":
+            return None, None
+        hierarchy = contain.find_hierarchy()
+        try:
+            if hierarchy is None:
+                raise OSError("no cgroup hierarchy with a pids controller is mounted")
+            limit = spec.get("max_processes")
+            name = f"{self.dir.name}.{os.getpid()}"
+            return contain.create(hierarchy, name, int(limit) if limit else None), None
+        except OSError as exc:
+            if mode == "required":
+                return None, f"runner: cannot make the job's cgroup (cgroups: required): {exc}"
+            if os.geteuid() == 0:  # a root runner is expected to manage; say why it did not
+                print(f"runner: no cgroup, containing by subreaper: {exc}", file=sys.stderr)
+            return None, None
+
+    def _supervise(self, spec: dict[str, Any] | None, tree: Tree) -> dict[str, Any]:
         if spec is None:
             return {"exit_code": None, "reason": "runner_error", "message": "spec.json missing"}
         if self._cancel_requested():
             return {"exit_code": None, "reason": "cancelled", "message": "cancelled before start"}
+        read_fd, write_fd = os.pipe()
+        with contextlib.suppress(OSError):  # fewer wake-ups for a chatty job; best effort
+            fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+        limit = spec.get("max_log_bytes")
+        pump = LogPump(read_fd, self.dir / OUTPUT, int(limit) if limit else None)
         try:
-            child = self._start(spec)
-        except (OSError, subprocess.SubprocessError, ValueError) as exc:
-            message = f"cannot start command {spec['argv'][0]!r}: {exc}"
-            with open(self.dir / OUTPUT, "a", encoding="utf-8") as log:
-                log.write(f"gpupool: {message}\n")
-            code = 127 if isinstance(exc, FileNotFoundError) else 126
-            return {"exit_code": code, "reason": "start_failed", "message": message}
-        try:
-            job_ct = create_time(child.pid)
-        except (OSError, ValueError):
-            job_ct = 0.0
-        write_json_atomic(self.dir / JOB, {"pid": child.pid, "create_time": job_ct})
-        return self._wait(child, spec)
-
-    def _start(self, spec: dict[str, Any]) -> subprocess.Popen[bytes]:
-        identity: dict[str, Any] = {}
-        if spec.get("uid") is not None:
-            # extra_groups=[] also clears the runner's (root's) supplementary groups.
-            identity = {
-                "user": int(spec["uid"]),
-                "group": int(spec["gid"]),
-                "extra_groups": [int(g) for g in spec.get("groups", [])],
-            }
-        log_fd = os.open(self.dir / OUTPUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
-        try:
-            return subprocess.Popen(
-                list(spec["argv"]),
-                cwd=spec["cwd"],
-                env=dict(spec["env"]),
-                stdin=subprocess.DEVNULL,
-                stdout=log_fd,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: signals reach all its children
-                close_fds=True,
-                **identity,
-            )
+            try:
+                child = self._start(spec, tree, write_fd)
+            except (OSError, subprocess.SubprocessError, ValueError) as exc:
+                os.close(write_fd)
+                pump.drain(1.0)  # what the job's setup could say before it failed
+                message = f"cannot start command {spec['argv'][0]!r}: {exc}"
+                pump.note(f"gpupool: {message}")
+                code = 127 if isinstance(exc, FileNotFoundError) else 126
+                return {"exit_code": code, "reason": "start_failed", "message": message}
+            os.close(write_fd)
+            tree.leader = child.pid
+            try:
+                job_ct = create_time(child.pid)
+            except (OSError, ValueError):
+                job_ct = 0.0
+            write_json_atomic(self.dir / JOB, {"pid": child.pid, "create_time": job_ct})
+            result = self._wait(child, spec, tree, pump)
+            # The attempt ends with its leader. Whatever it left (in its cgroup, or below the
+            # runner) would keep holding the GPUs it was given, so it goes too; then the rest
+            # of the output is copied: exit.json means "nothing left, log complete".
+            tree.remove()
+            pump.drain()
+            return result
         finally:
-            os.close(log_fd)
+            pump.close()
 
-    def _wait(self, child: subprocess.Popen[bytes], spec: dict[str, Any]) -> dict[str, Any]:
+    def _start(self, spec: dict[str, Any], tree: Tree, stdout: int) -> subprocess.Popen[bytes]:
+        identity: dict[str, Any] | None = None
+        if spec.get("uid") is not None:
+            identity = {
+                "uid": int(spec["uid"]),
+                "gid": int(spec["gid"]),
+                "groups": [int(g) for g in spec.get("groups", [])],
+            }
+        # Without a cgroup the limit falls back to RLIMIT_NPROC (per uid, not per job).
+        limit = spec.get("max_processes")
+        nproc = int(limit) if limit and tree.cgroup is None else None
+        return subprocess.Popen(
+            list(spec["argv"]),
+            cwd=spec["cwd"],
+            env=dict(spec["env"]),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own session: no terminal, signals of ours stay ours
+            close_fds=True,
+            preexec_fn=JobSetup(tree.cgroup, nproc, identity),
+        )
+
+    def _wait(
+        self, child: subprocess.Popen[bytes], spec: dict[str, Any], tree: Tree, pump: LogPump
+    ) -> dict[str, Any]:
         max_runtime = spec.get("max_runtime_s")
         start = time.monotonic()
         deadline = start + float(max_runtime) if max_runtime else None
@@ -209,7 +440,11 @@ class Runner:
         reason: str | None = None
         grace = 0.0
         kill_at: float | None = None
-        while (rc := child.poll()) is None:
+        while True:
+            pump.pump(TICK_S)  # also the loop's pace: it waits for output up to a tick
+            tree.reap()
+            if tree.leader_status is not None:
+                break
             now = time.monotonic()
             if reason is None:
                 if self._cancel_requested():
@@ -219,15 +454,13 @@ class Runner:
                     reason = "max_runtime"
                     grace = float(spec.get("max_runtime_grace_s", DEFAULT_GRACE_S))
                 if reason is not None:
-                    _signal_group(child.pid, signal.SIGTERM)
+                    tree.signal(signal.SIGTERM)  # the whole tree, not only the leader's group
                     kill_at = now + grace
             elif kill_at is not None and now >= kill_at:
-                _signal_group(child.pid, signal.SIGKILL)
+                tree.signal(signal.SIGKILL)
                 kill_at = None
-            time.sleep(TICK_S)
-        # The attempt ends with its leader. Whatever it left in its group would keep holding
-        # the GPUs it was given, so it goes too (and exit.json then means "nothing left").
-        _signal_group(child.pid, signal.SIGKILL)
+        rc = tree.leader_status
+        child.returncode = rc  # reaped here, not by Popen (the runner reaps every orphan)
         exit_code = rc if rc >= 0 else 128 - rc
         if reason == "cancelled":
             message = f"cancelled (grace {grace:g}s)"
