@@ -24,6 +24,10 @@ Invariants:
   traverse (``x``); only the default ``<GPUPOOL_HOME>/storage`` is made 0711 here.
 * A team without a ``gid`` gets a root that members can only traverse (0711) to their own
   homes; its ``shared/`` is then root's alone (0700) until the team is given a gid.
+
+What jobs write below this tree through local grants belongs to the job's user, with the
+modes of the area it lies in (``shared/``: 2770 directories and 0660 files, group the team's;
+``home/<user>/``: 0700 and 0600): see :mod:`gpupool.server.services.artifacts`.
 """
 
 from __future__ import annotations
