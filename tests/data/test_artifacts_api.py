@@ -4,8 +4,10 @@ every URL refuses what it was not made for."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -14,8 +16,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import pytest
 
 from gpupool.backends.base import Backend, BackendStatus, JobHandle, JobSpec, LogChunk
+from gpupool.core.errors import Forbidden
 from gpupool.data.grants.base import Grant, GrantError
 from gpupool.data.storage import ensure_team_layouts
+from gpupool.server.services.artifacts import ArtifactService
 from support.apikit import Api
 
 POOL = "demo-shared-dev-t4-pool"
@@ -276,3 +280,72 @@ def test_a_grant_that_cannot_be_minted_holds_the_attempt_back(
     monkeypatch.setattr(issuer, "issue", real_issue)
     api.tick_until(lambda: api.status(job) == "succeeded", timeout=30, what="the retry")
     assert recording.specs[0].grant is not None
+
+
+@dataclass(frozen=True)
+class Membership:
+    user: str
+    groups: tuple[str, ...] | None = None  # the directory file's groups of the user; None: none
+    oidc: bool = False  # group members may also come from a token's claim
+    allowed: bool = True
+
+
+MEMBERSHIPS = [
+    pytest.param(Membership("alice"), id="a members: entry"),
+    pytest.param(Membership("bob", allowed=False), id="a member of another team"),
+    pytest.param(Membership("dora", ("TeamA",)), id="in the team's group per the directory"),
+    pytest.param(Membership("dora", ("TeamB",), allowed=False), id="directory: another group"),
+    pytest.param(Membership("dora", allowed=False), id="unknown, and no group source"),
+    pytest.param(Membership("dora", oidc=True), id="a group claim cannot be re-read: trusted"),
+]
+
+
+@pytest.mark.parametrize("case", MEMBERSHIPS)
+def test_a_url_is_void_once_its_user_is_not_in_the_team(api: Api, case: Membership) -> None:
+    (team_root(api) / "shared" / "f").write_text("x")
+    runtime = api.runtime
+    assert runtime.signer is not None
+    service = ArtifactService(
+        runtime.signer,
+        runtime.current_config,
+        runtime.settings.home,
+        runtime.clock,
+        groups_of=None if case.groups is None else lambda user: frozenset(case.groups or ()),
+        unverified_groups=case.oidc,
+    )
+    later = int((runtime.clock.now() + timedelta(hours=1)).timestamp())
+    query = dict(parse_qsl(runtime.signer.query("GET", "team-a", case.user, "shared/f", later)))
+    if case.allowed:
+        service.read("team-a", "shared/f", query).close()
+        return
+    with pytest.raises(Forbidden, match=f"user '{case.user}' is no longer in team team-a"):
+        service.read("team-a", "shared/f", query)
+
+
+def test_without_root_links_are_still_refused_and_nothing_is_re_owned(api: Api) -> None:
+    """A server that is not root applies no user's permissions (it can only do what its own
+    uid may, like its jobs) and gives no owners; it still never follows a link."""
+    runtime = api.runtime
+    assert runtime.signer is not None
+    service = ArtifactService(
+        runtime.signer,
+        runtime.current_config,
+        runtime.settings.home,
+        runtime.clock,
+        as_root=False,
+    )
+    root = team_root(api)
+    (root / "shared" / "link").symlink_to(root / "home")
+    later = int((runtime.clock.now() + timedelta(hours=1)).timestamp())
+    query = dict(parse_qsl(runtime.signer.query("PUT", "team-a", "alice", "shared/o", later)))
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"data"
+
+    assert asyncio.run(service.write("team-a", "shared/o/f", query, body())) == 4
+    made = root / "shared" / "o" / "f"
+    assert made.read_bytes() == b"data" and made.stat().st_uid == os.geteuid()
+    query = dict(parse_qsl(runtime.signer.query("PUT", "team-a", "alice", "shared/link", later)))
+    with pytest.raises(Forbidden, match="shared/link is a symbolic link"):
+        asyncio.run(service.write("team-a", "shared/link/f", query, body()))
+    assert not (root / "home" / "f").exists()
