@@ -68,6 +68,7 @@ class OpenedFileResponse(StreamingResponse):
 
 @router.get(
     "/{team}/{path:path}",
+    status_code=200,  # OpenedFileResponse takes no status code for FastAPI to read one from
     response_class=OpenedFileResponse,
     responses={**ERRORS, 200: {"content": {"application/octet-stream": {}}}},
 )
