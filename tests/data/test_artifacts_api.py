@@ -349,3 +349,15 @@ def test_without_root_links_are_still_refused_and_nothing_is_re_owned(api: Api) 
     with pytest.raises(Forbidden, match="shared/link is a symbolic link"):
         asyncio.run(service.write("team-a", "shared/link/f", query, body()))
     assert not (root / "home" / "f").exists()
+
+
+def test_a_large_file_is_served_whole_from_the_opened_file(api: Api) -> None:
+    data = os.urandom(2 * 1024 * 1024 + 123)  # more than one read chunk
+    (team_root(api) / "shared" / "big.bin").write_bytes(data)
+    signer = api.runtime.signer
+    assert signer is not None
+    later = int((api.runtime.clock.now() + timedelta(hours=1)).timestamp())
+    query = signer.query("GET", "team-a", "alice", "shared/big.bin", later)
+    response = api.client.get(f"/v1/artifacts/team-a/shared/big.bin?{query}")
+    assert response.status_code == 200
+    assert response.headers["content-length"] == str(len(data)) and response.content == data

@@ -285,16 +285,26 @@ class PoolState:
 
 
 def team_views(config: ClusterConfig, usage_history: Mapping[str, float]) -> dict[str, TeamView]:
-    return {
-        name: TeamView(
+    """Each team's view with a quota for every gpu type: the configured GPUs, and the cap on its
+    GPU-less work (:meth:`ClusterConfig.gpuless_caps`), so GPU-less jobs are bounded on every
+    type, including those the team has no quota entry for."""
+    caps = config.gpuless_caps()
+    views = {}
+    for name, team in config.teams.items():
+        quota = {}
+        for gpu_type, (cpus, memory_gb) in caps[name].items():
+            q = team.quota.get(gpu_type)
+            if q is None:
+                quota[gpu_type] = QuotaView(cpus=cpus, memory_gb=memory_gb)
+            else:
+                quota[gpu_type] = QuotaView(
+                    q.nominal, q.borrowing_limit, q.lending_limit, cpus, memory_gb
+                )
+        views[name] = TeamView(
             name=name,
             cohort=team.cohort,
             weight=team.weight,
-            quota={
-                gpu_type: QuotaView(q.nominal, q.borrowing_limit, q.lending_limit)
-                for gpu_type, q in team.quota.items()
-            },
+            quota=quota,
             usage_history=usage_history.get(name, 0.0),
         )
-        for name, team in config.teams.items()
-    }
+    return views

@@ -1,7 +1,7 @@
 """Quota arithmetic for one team and one gpu type, and the cohort balance it borrows from.
 
-All quantities are whole GPUs of one gpu type. ``used`` is what a team's admitted and running
-jobs hold now. Definitions (DESIGN §5.3, Kueue semantics):
+Quantities are whole GPUs of one gpu type, except the GPU-less cap at the end. ``used`` is what a
+team's admitted and running jobs hold now. Definitions (DESIGN §5.3, Kueue semantics):
 
 * ``borrowed(used) = max(0, used - nominal)``: usage above nominal is borrowed from the cohort.
 * ``lendable(used) = min(max(0, nominal - used), lending_limit)`` (no limit = no cap): the part of
@@ -19,6 +19,14 @@ borrowed, T's own borrowing included). A team that uses its *own* nominal is nev
 cohort: doing so can shrink ``L`` below ``B``, which reclaim preemption (a later step) repairs;
 until then ``idle_for`` is clamped at 0 so nobody borrows more.
 
+GPU-less cap: a job without GPUs needs none of the quota above, so on its own nothing would bound
+how many a team runs. Each :class:`Quota` therefore also caps the CPUs and memory that the team's
+GPU-less jobs hold on the gpu type's pools at once (``cpus``, ``memory_gb``; ``None`` = no cap):
+a job needs ``max(cpus, MIN_CPUS_CHARGED) x nodes`` CPUs and ``memory_gb x nodes`` GB of it
+(:func:`gpuless_charge`). The floor makes a thousand jobs of 0.001 CPUs cost a thousand CPUs, not
+one. The cap is hard: GPU-less work never borrows, lends or preempts for it
+(:func:`check_gpuless`).
+
 Fair share: :func:`dominant_share` is the weighted dominant-resource share of a team, the largest
 over gpu types of ``borrowed_f / capacity_f`` divided by the team's weight, where
 ``capacity_f`` is the cluster's total GPUs of type f. Normalising by capacity makes one borrowed
@@ -32,18 +40,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+# Each node of a GPU-less job counts at least this many CPUs against its team's cap: a process
+# runs on at least one CPU, and without a floor tiny requests would make any cap meaningless.
+MIN_CPUS_CHARGED = 1.0
+# Summed CPUs and GB are floats: a job that needs exactly what is left (up to rounding) fits.
+_EPSILON = 1e-9
+
 
 @dataclass(frozen=True, slots=True)
 class Quota:
     """One team's quota of one gpu type. Invariant: every number is ``>= 0``; ``None`` = no limit.
 
     A team with no quota entry for a gpu type has ``Quota()``: nominal 0, but it may still borrow
-    through its cohort, up to its (unlimited) borrowing limit.
+    through its cohort, up to its (unlimited) borrowing limit. ``cpus`` and ``memory_gb`` cap its
+    GPU-less jobs on the type (see the module docstring); the controller always sets them.
     """
 
     nominal: int = 0
     borrowing_limit: int | None = None
     lending_limit: int | None = None
+    cpus: float | None = None
+    memory_gb: float | None = None
 
     @property
     def ceiling(self) -> int | None:
@@ -132,6 +149,43 @@ def check_quota(quota: Quota, used: int, need: int, cohort: CohortBalance | None
     else:
         verdict = QuotaVerdict.BORROWS
     return QuotaCheck(verdict, used, need, quota, borrowed, idle)
+
+
+def gpuless_charge(cpus: float, memory_gb: float, nodes: int) -> tuple[float, float]:
+    """What a GPU-less job with ``cpus`` and ``memory_gb`` per node on ``nodes`` nodes counts
+    against its team's cap: ``(CPUs, GB)``, each node at least :data:`MIN_CPUS_CHARGED` CPUs."""
+    return max(cpus, MIN_CPUS_CHARGED) * nodes, max(memory_gb, 0.0) * nodes
+
+
+@dataclass(frozen=True, slots=True)
+class GpulessCheck:
+    """The outcome of :func:`check_gpuless`, with the numbers a person needs to understand it.
+
+    ``used`` and ``need`` are ``(CPUs, GB)``; ``over`` names the dimensions the job would push
+    past the cap (``"cpus"``, ``"memory_gb"``), empty when it fits.
+    """
+
+    quota: Quota
+    used: tuple[float, float]
+    need: tuple[float, float]
+    over: tuple[str, ...]
+
+    @property
+    def fits(self) -> bool:
+        return not self.over
+
+
+def check_gpuless(
+    quota: Quota, used: tuple[float, float], need: tuple[float, float]
+) -> GpulessCheck:
+    """May a team whose GPU-less jobs hold ``used`` of this gpu type's cap take ``need`` more?
+    ``used`` and ``need`` are ``(CPUs, GB)`` as :func:`gpuless_charge` counts them."""
+    over = []
+    if quota.cpus is not None and used[0] + need[0] > quota.cpus + _EPSILON:
+        over.append("cpus")
+    if quota.memory_gb is not None and used[1] + need[1] > quota.memory_gb + _EPSILON:
+        over.append("memory_gb")
+    return GpulessCheck(quota, used, need, tuple(over))
 
 
 def dominant_share(

@@ -4,7 +4,9 @@ For each acceptable gpu type in order, :func:`assign` checks, cheapest and most 
 
 1. a pool of the type exists that the team may use (else NO_POOL);
 2. one of those pools, empty, could hold the job (else TOO_LARGE);
-3. the team's quota and its cohort allow the GPUs (else QUOTA or COHORT);
+3. the team's quota and its cohort allow the GPUs (else QUOTA or COHORT), and for a GPU-less job
+   the team's cap on the CPUs and memory of its GPU-less jobs on the type (else QUOTA: the cap
+   is hard, so preemption and reservations skip such a type, see :func:`gpuless_fits`);
 4. a pool has the nodes free now (else CAPACITY).
 
 The first type that fits wins (spill-over). The result is graded by :class:`FitMode`; the
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from gpupool.core.hashing import rendezvous_order
-from gpupool.core.quota import check_quota
+from gpupool.core.quota import GpulessCheck, check_gpuless, check_quota, gpuless_charge
 from gpupool.scheduler import reasons
 from gpupool.scheduler.capacity import NodePick, PoolRoom, Shape
 from gpupool.scheduler.snapshot import PendingJob, PendingReason, RunningJob
@@ -108,6 +110,10 @@ def assign_type(job: PendingJob, shape: Shape, gpu_type: str, ws: Workspace) -> 
     )
     if not check.fits:
         return _no_fit(reasons.quota(gpu_type, job.team, ws.team(job.team).cohort, check))
+    if shape.gpus == 0:
+        capped = check_gpuless_cap(job, gpu_type, ws)
+        if not capped.fits:
+            return _no_fit(reasons.gpuless_cap(gpu_type, job.team, capped))
     # A pool that could never hold the job has no pick: only ``holding`` needs asking.
     picks = [pick for pool in holding if (pick := pool.pick(shape)) is not None]
     if not picks:
@@ -116,6 +122,22 @@ def assign_type(job: PendingJob, shape: Shape, gpu_type: str, ws: Workspace) -> 
     return Assignment(
         FitMode.FIT, gpu_type=gpu_type, pick=best_pick(job.id, picks), borrowed=check.borrowed
     )
+
+
+def check_gpuless_cap(job: PendingJob, gpu_type: str, ws: Workspace) -> GpulessCheck:
+    """The team's cap on its GPU-less jobs' CPUs and memory on ``gpu_type``, for ``job``."""
+    return check_gpuless(
+        ws.quota(job.team, gpu_type),
+        ws.gpuless_used(job.team, gpu_type),
+        gpuless_charge(job.cpus, job.memory_gb, job.nodes),
+    )
+
+
+def gpuless_fits(job: PendingJob, gpu_type: str, ws: Workspace) -> bool:
+    """False only for a GPU-less job its team's cap stops on ``gpu_type``: nothing but its own
+    team's GPU-less jobs ending can change that, so neither preempting others nor holding room
+    for it helps."""
+    return job.gpus != 0 or check_gpuless_cap(job, gpu_type, ws).fits
 
 
 def _no_fit(reason: PendingReason) -> Assignment:

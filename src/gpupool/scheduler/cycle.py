@@ -36,7 +36,13 @@ from operator import attrgetter
 
 from gpupool.scheduler import parking as parking_rules
 from gpupool.scheduler import reasons
-from gpupool.scheduler.assignment import Assignment, FitMode, job_shape, resolve_gpu_types
+from gpupool.scheduler.assignment import (
+    Assignment,
+    FitMode,
+    gpuless_fits,
+    job_shape,
+    resolve_gpu_types,
+)
 from gpupool.scheduler.memo import AssignMemo, FallbackKey, FallbackMemo, job_key
 from gpupool.scheduler.preemption import Preemptor
 from gpupool.scheduler.queues import (
@@ -389,7 +395,11 @@ def _fallback(
     known = cycle.fallbacks.lookup(key, job.team, types)
     if known is not None:
         return known
-    outcome = cycle.preemptor.resolve(job, types, no_fit, key[2])
+    # A GPU-less job waits out its team's cap on a type: preempting never lowers it there.
+    open_types = types if job.gpus else tuple(f for f in types if gpuless_fits(job, f, cycle.ws))
+    outcome = no_fit
+    if open_types:
+        outcome = cycle.preemptor.resolve(job, open_types, no_fit, key[2])
     if outcome.mode is FitMode.NO_FIT:
         found = cycle.reservations.explain(job, types, outcome.reasons)
         outcome = Assignment(FitMode.NO_FIT, found)

@@ -13,8 +13,10 @@ changes the workspace) and reused when the workspace's epochs say the inputs are
 
 Per gpu type, :func:`~gpupool.scheduler.assignment.assign_type` fails at a check that says what
 the answer read: NO_POOL and TOO_LARGE only the (never changing) pools, QUOTA and COHORT the
-quota epoch too, CAPACITY room as well. The fallback (preemption, then RESERVED explanations)
-reads room and quota of every gpu type of the job, claims and reservations.
+quota epoch too (a GPU-less job's QUOTA reads its team's GPU-less usage of the type, which only
+the team's admissions on the type change, and each moves that epoch), CAPACITY room as well.
+The fallback (preemption, then RESERVED explanations) reads room and quota of every gpu type of
+the job, claims and reservations.
 
 Invariant: a remembered answer is returned only when a fresh computation would return an equal
 one; callers must not change the workspace without moving its epochs (what-if changes in a

@@ -8,8 +8,10 @@ the same argument within one cycle) is:
 
 * the team's queue: its pending jobs, compared as the snapshot lists them;
 * per gpu type its jobs may use: the pools of the type and the running jobs on it
-  (:data:`TypeInputs`), which carry room, usage, cohort balances and preemption candidates;
-* every team's quota and cohort (:func:`quota_inputs`), the policy and the gpu types present
+  (:data:`TypeInputs`), which carry room, usage (GPU-less jobs' CPUs and memory included),
+  cohort balances and preemption candidates;
+* every team's quota (with its caps on GPU-less work) and cohort (:func:`quota_inputs`), the
+  policy and the gpu types present
   (a job that takes any type tries each of them);
 * whether its jobs starve (a parked team has no starving job; its longest wait is kept).
 

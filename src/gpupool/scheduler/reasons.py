@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpupool.core.quota import QuotaCheck, QuotaVerdict
+from gpupool.core.quota import MIN_CPUS_CHARGED, GpulessCheck, QuotaCheck, QuotaVerdict
 from gpupool.scheduler.capacity import Shape
 from gpupool.scheduler.snapshot import PendingJob, PendingReason, ReasonCode, RunningJob
 
@@ -64,6 +64,40 @@ def quota(gpu_type: str, team: str, cohort: str | None, check: QuotaCheck) -> Pe
     else:
         over = check.used + check.need - (q.ceiling or 0)
         message = f"{held}, {over} more than nominal plus borrowing limit"
+    return PendingReason(gpu_type, ReasonCode.QUOTA, message)
+
+
+def gpuless_cap(gpu_type: str, team: str, check: GpulessCheck) -> PendingReason:
+    """QUOTA for a GPU-less job that its team's cap on the type stops (a failed check)."""
+    q = check.quota
+    if ("cpus" in check.over and q.cpus == 0) or ("memory_gb" in check.over and q.memory_gb == 0):
+        what = "CPUs" if "cpus" in check.over and q.cpus == 0 else "GB of memory"
+        message = (
+            f"{team} may run no GPU-less jobs on {gpu_type}: its {gpu_type} quota gives them "
+            f"0 {what} (cpus and memory_gb of the quota bound them)"
+        )
+        return PendingReason(gpu_type, ReasonCode.QUOTA, message)
+    limits = []
+    if q.cpus is not None:
+        limits.append(f"{q.cpus:g} CPUs")
+    if q.memory_gb is not None:
+        limits.append(f"{q.memory_gb:g} GB memory")
+    used = []
+    if "cpus" in check.over:
+        used.append(
+            f"{check.used[0]:g} of {q.cpus or 0:g} CPUs in use and the job needs "
+            f"{check.need[0]:g} (each node of a GPU-less job counts at least "
+            f"{MIN_CPUS_CHARGED:g} CPU)"
+        )
+    if "memory_gb" in check.over:
+        used.append(
+            f"{check.used[1]:g} of {q.memory_gb or 0:g} GB memory in use and the job needs "
+            f"{check.need[1]:g}"
+        )
+    message = (
+        f"{team}'s limit for GPU-less jobs on {gpu_type} ({' and '.join(limits)}, "
+        f"from its {gpu_type} quota) is used up: {'; '.join(used)}"
+    )
     return PendingReason(gpu_type, ReasonCode.QUOTA, message)
 
 

@@ -6,7 +6,8 @@ submit time, and so its place, but its wait starts again). Starving jobs go firs
 (:mod:`queues`); one that still fits neither outright nor by preemption gets a
 :class:`Reservation`:
 
-* **Where.** Over its gpu types, the usable pools of those types on which its quota fits now,
+* **Where.** Over its gpu types, the usable pools of those types on which its quota (and, for a
+  GPU-less job, its team's cap on GPU-less work) fits now,
   the pool where ``nodes`` nodes will have room earliest. A node's time is when enough of the
   jobs on it have ended: running jobs end by ``RunningJob.ends_by``, this cycle's admissions by
   ``now + max_runtime_s``; an unknown end is never. Pools where it can never fit are skipped.
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 
 from gpupool.core.quota import check_quota
 from gpupool.scheduler import reasons
-from gpupool.scheduler.assignment import FitMode, assign, job_shape, usable_pools
+from gpupool.scheduler.assignment import FitMode, assign, gpuless_fits, job_shape, usable_pools
 from gpupool.scheduler.capacity import Held, NodeRoom, PoolRoom, Shape
 from gpupool.scheduler.snapshot import Admission, PendingJob, PendingReason, Policy
 from gpupool.scheduler.workspace import Simulation, Workspace
@@ -110,6 +111,8 @@ class Reservations:
             quota, used = ws.quota(job.team, f), ws.used(job.team, f)
             if not check_quota(quota, used, job.total_gpus, ws.cohort_balance(job.team, f)).fits:
                 continue  # held room would not help: the team's own quota stops it
+            if not gpuless_fits(job, f, ws):
+                continue  # nor for a GPU-less job its team's cap stops
             for pool in usable_pools(job.team, shape, f, ws):
                 times = self._earliest_nodes(pool, shape, ends)
                 if len(times) < shape.nodes or times[-1][0] == math.inf:

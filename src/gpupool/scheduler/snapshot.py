@@ -43,11 +43,17 @@ class PoolView:
 
 @dataclass(frozen=True, slots=True)
 class QuotaView:
-    """Invariant: ``nominal >= 0``; ``None`` limits mean unlimited (see spec.models.Quota)."""
+    """Invariant: ``nominal >= 0``; ``None`` limits mean unlimited (see spec.models.Quota).
+
+    ``cpus`` and ``memory_gb`` cap what the team's GPU-less jobs hold on the type's pools (see
+    :mod:`gpupool.core.quota`); ``None`` = no cap. The controller always sets both.
+    """
 
     nominal: int = 0
     borrowing_limit: int | None = None
     lending_limit: int | None = None
+    cpus: float | None = None
+    memory_gb: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,14 @@ Invariants:
   (see :class:`~gpupool.scheduler.snapshot.NodeView`).
 * ``cohorts[(cohort, gpu_type)]`` equals the sum of every member's ``lendable`` and ``borrowed``
   at its current usage (see :mod:`gpupool.core.quota`); :meth:`apply` keeps it so.
+* ``gpuless_used(team, gpu_type)`` is the ``(CPUs, GB)`` the team's GPU-less jobs on the type
+  count against its cap (:func:`~gpupool.core.quota.gpuless_charge`): its running ones plus
+  this cycle's GPU-less admissions. Built at the first GPU-less decision of the cycle (most
+  cycles have none, and then no pass over the running jobs is made). Unlike GPU usage it stays
+  in the present state: a claim does not move it (victims hold their CPUs until they end, and
+  a GPU-less preemptor counts once admitted), so the cap is never exceeded, at the price of
+  waiting a cycle longer. An admission moves ``quota_epoch`` of its team and type, so answers
+  remembered on it stay exact.
 * Quota is kept in the *future* state: once a preemptor claims its victims (:meth:`claim`),
   the victims' GPUs no longer count for their teams and the preemptor's do count for its own,
   although the preemptor is not admitted. Room is kept in the *present* state: victims still
@@ -36,7 +44,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from gpupool.core.quota import CohortBalance, Quota, dominant_share
+from gpupool.core.quota import CohortBalance, Quota, dominant_share, gpuless_charge
 from gpupool.scheduler.capacity import Held, PoolRoom, Shape
 from gpupool.scheduler.snapshot import (
     Placement,
@@ -51,8 +59,23 @@ from gpupool.scheduler.snapshot import (
 _NO_COHORT = CohortBalance()
 
 
-def _quota_fields(view: QuotaView) -> tuple[int, int | None, int | None]:
-    return view.nominal, view.borrowing_limit, view.lending_limit
+def _quota_fields(
+    view: QuotaView,
+) -> tuple[int, int | None, int | None, float | None, float | None]:
+    return view.nominal, view.borrowing_limit, view.lending_limit, view.cpus, view.memory_gb
+
+
+def gpuless_held(running: tuple[RunningJob, ...]) -> dict[tuple[str, str], tuple[float, float]]:
+    """``(CPUs, GB)`` per (team, gpu type) that the GPU-less jobs of ``running`` count against
+    their teams' caps (terminating jobs included: they hold their room until they end)."""
+    held: dict[tuple[str, str], tuple[float, float]] = {}
+    for job in running:
+        if job.gpus == 0:
+            key = (job.team, job.gpu_type)
+            cpus, memory = gpuless_charge(job.cpus, job.memory_gb, len(job.placements))
+            before = held.get(key, (0.0, 0.0))
+            held[key] = (before[0] + cpus, before[1] + memory)
+    return held
 
 
 class Workspace:
@@ -111,6 +134,7 @@ class Workspace:
         # own usage compare it to know they are current.
         self.usage_versions: dict[str, int] = {}
         self.claimed: set[str] = set()
+        self._gpuless: dict[tuple[str, str], tuple[float, float]] | None = None
         self._members: dict[str, list[str]] = {}
         # This cycle's admissions as (pool, placements, cpus, memory_gb, ends_by), for reservations.
         self.admitted: list[tuple[str, tuple[Placement, ...], float, float, float | None]] = []
@@ -191,6 +215,16 @@ class Workspace:
 
     def used(self, team: str, gpu_type: str) -> int:
         return self.usage.get(team, {}).get(gpu_type, 0)
+
+    def gpuless_used(self, team: str, gpu_type: str) -> tuple[float, float]:
+        """``(CPUs, GB)`` the team's GPU-less jobs on ``gpu_type`` count against its cap."""
+        return self._gpuless_held().get((team, gpu_type), (0.0, 0.0))
+
+    def _gpuless_held(self) -> dict[tuple[str, str], tuple[float, float]]:
+        held = self._gpuless
+        if held is None:
+            held = self._gpuless = gpuless_held(self.running)
+        return held
 
     def cohort_balance(self, team: str, gpu_type: str) -> CohortBalance | None:
         """The team's cohort balance for ``gpu_type``; ``None`` when it has no cohort."""
@@ -290,6 +324,11 @@ class Workspace:
         """Record an admission: take the room, add the usage, move the cohort balance."""
         placements = pool.take(nodes, shape)
         self.change_usage(team, gpu_type, shape.gpus * shape.nodes)
+        if shape.gpus == 0:
+            held = self._gpuless_held()
+            cpus, memory = held.get((team, gpu_type), (0.0, 0.0))
+            more = gpuless_charge(shape.cpus, shape.memory_gb, shape.nodes)
+            held[(team, gpu_type)] = (cpus + more[0], memory + more[1])
         self.admitted.append((pool.name, placements, shape.cpus, shape.memory_gb, ends_by))
         self._moved(team, gpu_type)
         return placements

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpupool.core.quota import gpuless_charge
 from gpupool.spec.models import (
     ClusterConfig,
     Cohort,
@@ -134,7 +135,7 @@ def policy_setup(config: ClusterConfig, name: str) -> PolicySetup:
                 update={
                     "cohort": None,
                     "quota": {
-                        t: Quota(nominal=q.nominal, borrowing_limit=0, lending_limit=0)
+                        t: q.model_copy(update={"borrowing_limit": 0, "lending_limit": 0})
                         for t, q in team.quota.items()
                     },
                 }
@@ -145,10 +146,7 @@ def policy_setup(config: ClusterConfig, name: str) -> PolicySetup:
         capped = config.model_copy(update={"teams": teams, "cohorts": {}, "scheduler": scheduler})
         return PolicySetup(name, capped, lambda team: team)
     if name == "fifo":
-        everything = {
-            t: Quota(nominal=sum(p.nodes * p.node.gpus for p in config.pools if p.gpu_type == t))
-            for t in config.gpu_types
-        }
+        everything = {t: _whole_type(config, t) for t in config.gpu_types}
         pools = [p.model_copy(update={"dedicated_to": None}) for p in config.pools]
         one = config.model_copy(
             update={
@@ -160,6 +158,16 @@ def policy_setup(config: ClusterConfig, name: str) -> PolicySetup:
         )
         return PolicySetup(name, one, lambda team: EVERYONE)
     raise ClusterError(f"unknown policy {name!r}: use one of {', '.join(POLICIES)}")
+
+
+def _whole_type(config: ClusterConfig, gpu_type: str) -> Quota:
+    """Every GPU, CPU and GB of a gpu type's pools (GPU-less work included)."""
+    on = [p for p in config.pools if p.gpu_type == gpu_type]
+    return Quota(
+        nominal=sum(p.nodes * p.node.gpus for p in on),
+        cpus=sum(p.nodes * p.node.cpus for p in on),
+        memory_gb=sum(p.nodes * p.node.memory_gb for p in on),
+    )
 
 
 def _fifo_settings(settings: SchedulerSettings) -> SchedulerSettings:
@@ -200,7 +208,8 @@ def largest_node(config: ClusterConfig, gpu_types: tuple[str, ...]) -> int:
 def never_runs(config: ClusterConfig, team: str, shape: Shape, gpu_types: tuple[str, ...]) -> str:
     """Why a job of ``team`` can never start under ``config`` ('' when it can): on every
     acceptable gpu type it needs more than the team may ever hold (nominal plus what it may
-    borrow) or than any pool it may use could hold when empty."""
+    borrow; for a GPU-less job, its cap on GPU-less work: the simulator's jobs ask for no CPUs,
+    so each node counts the minimum) or than any pool it may use could hold when empty."""
     spec = config.teams.get(team)
     if spec is None:
         return f"team {team} is not in the configuration"
@@ -213,6 +222,15 @@ def never_runs(config: ClusterConfig, team: str, shape: Shape, gpu_types: tuple[
         if not any(p.nodes >= shape.nodes and p.node.gpus >= shape.gpus for p in pools):
             why.append(f"no {gpu_type} pool holds {shape.nodes} x {shape.gpus} GPUs")
             continue
+        if shape.gpus == 0:
+            cap = config.gpuless_caps()[team][gpu_type][0]
+            need = gpuless_charge(0.0, 0.0, shape.nodes)[0]
+            if need > cap:
+                why.append(
+                    f"a GPU-less job of {shape.nodes} nodes counts {need:g} CPUs on {gpu_type}, "
+                    f"{team} may hold {cap:g}"
+                )
+                continue
         limit = _quota_ceiling(config, team, gpu_type)
         if shape.total > limit:
             why.append(f"needs {shape.total} {gpu_type} GPUs, {team} may hold at most {limit}")
@@ -256,6 +274,8 @@ def scale_config(config: ClusterConfig, scale: float) -> ClusterConfig:
                         nominal=round(q.nominal * scale),
                         borrowing_limit=times(q.borrowing_limit),
                         lending_limit=times(q.lending_limit),
+                        cpus=None if q.cpus is None else q.cpus * scale,
+                        memory_gb=None if q.memory_gb is None else q.memory_gb * scale,
                     )
                     for t, q in team.quota.items()
                 }

@@ -14,6 +14,9 @@ Decisions recorded here:
   silent no-op: whoever wrote it expected borrowing to happen.
 * A pool of a gpu type other than ``cpu`` needs GPUs on its nodes, and a ``cpu`` pool none:
   otherwise the pool either offers nothing or hides GPUs the scheduler never hands out.
+* A quota of the ``cpu`` type counts no GPUs: ``nominal``, ``borrowing_limit`` and
+  ``lending_limit`` there are errors (they would bound nothing); ``cpus`` and ``memory_gb`` are
+  what bound a team's jobs on ``cpu`` pools.
 * Names of gpu types, teams and cohorts follow the pool-name rule (DNS labels), because they
   become Kubernetes namespaces, labels and ResourceFlavor names (REQUIREMENTS K1).
 """
@@ -24,7 +27,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 
 from gpupool.data.roots import RootProblem, parse_root
-from gpupool.spec.models import NAME_PATTERN, ClusterConfig
+from gpupool.spec.models import NAME_PATTERN, ClusterConfig, Quota
 from gpupool.spec.problems import Finding, format_path, unknown_name_hint
 from gpupool.spec.schema_errors import NAME_RULE
 
@@ -142,7 +145,8 @@ def check_teams(config: ClusterConfig) -> Iterator[Finding]:
 
 
 def _check_quota(config: ClusterConfig, team_name: str) -> Iterator[Finding]:
-    """Known gpu type; limits only inside a cohort; a team lends at most its nominal."""
+    """Known gpu type; no GPU numbers on the cpu type; limits only inside a cohort; a team lends
+    at most its nominal."""
     team = config.teams[team_name]
     for gpu_type, quota in team.quota.items():
         at = ("teams", team_name, "quota", gpu_type)
@@ -152,6 +156,9 @@ def _check_quota(config: ClusterConfig, team_name: str) -> Iterator[Finding]:
                 f"unknown gpu type {gpu_type!r}",
                 unknown_name_hint(gpu_type, "gpu_types", config.gpu_types),
             )
+        if gpu_type == CPU_TYPE:
+            yield from _check_cpu_quota(team_name, quota)
+            continue
         if team.cohort is None:
             for limit in ("borrowing_limit", "lending_limit"):
                 if getattr(quota, limit) is not None:
@@ -165,6 +172,27 @@ def _check_quota(config: ClusterConfig, team_name: str) -> Iterator[Finding]:
                 (*at, "lending_limit"),
                 f"lending_limit {quota.lending_limit} is more than nominal {quota.nominal}",
                 f"set lending_limit to at most {quota.nominal}: a team lends only its nominal",
+            )
+
+
+def _check_cpu_quota(team_name: str, quota: Quota) -> Iterator[Finding]:
+    """The ``cpu`` type has no GPUs: only its ``cpus`` and ``memory_gb`` caps mean anything."""
+    at = ("teams", team_name, "quota", CPU_TYPE)
+    hint = (
+        f"remove it and bound the team's jobs on {CPU_TYPE!r} pools with cpus: and memory_gb: "
+        f"under {format_path(at)}"
+    )
+    if quota.nominal:
+        yield Finding(
+            (*at, "nominal"), f"nominal counts GPUs, and {CPU_TYPE!r} pools have none", hint
+        )
+    for limit in ("borrowing_limit", "lending_limit"):
+        if getattr(quota, limit) is not None:
+            yield Finding(
+                (*at, limit),
+                f"{limit} counts GPUs, and {CPU_TYPE!r} pools have none "
+                "(GPU-less work never borrows)",
+                hint,
             )
 
 

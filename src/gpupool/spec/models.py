@@ -104,16 +104,34 @@ class Cohort(_Strict):
 
 
 class Quota(_Strict):
-    """GPUs of one type for one team.
+    """GPUs of one type for one team, and a cap on its GPU-less work on the type's pools.
 
     ``nominal`` is guaranteed. ``borrowing_limit`` caps what the team may use above nominal
     from its cohort (``None`` = no cap). ``lending_limit`` caps how much of its unused
     nominal the cohort may borrow (``None`` = all of it).
+
+    ``cpus`` and ``memory_gb`` cap what the team's GPU-less jobs (``gpus: 0``) hold on the
+    type's pools at once, cpus x nodes and memory x nodes summed, each node counting at least
+    one CPU. A hard cap: GPU-less work never borrows. Unset, they default to the team's share
+    of the type (:meth:`ClusterConfig.gpuless_caps`); on the ``cpu`` type, which has no GPUs,
+    that is nothing, so a team runs jobs on ``cpu`` pools only with ``cpus`` set there.
     """
 
     nominal: int = Field(default=0, ge=0)
     borrowing_limit: int | None = Field(default=None, ge=0)
     lending_limit: int | None = Field(default=None, ge=0)
+    cpus: float | None = Field(
+        default=None,
+        ge=0,
+        description="CPUs the team's GPU-less jobs may hold on this type's pools at once; "
+        "default: nominal x the type's CPUs per GPU (0 on the cpu type).",
+    )
+    memory_gb: float | None = Field(
+        default=None,
+        ge=0,
+        description="GB the team's GPU-less jobs may hold on this type's pools at once; "
+        "default: the cpus cap x the type's memory per CPU.",
+    )
 
 
 class Team(_Strict):
@@ -179,6 +197,32 @@ class ClusterConfig(_Strict):
             if cls.default:
                 return name
         return min(self.priority_classes, key=lambda n: self.priority_classes[n].value)
+
+    def gpuless_caps(self) -> dict[str, dict[str, tuple[float, float]]]:
+        """Per team and gpu type, the ``(CPUs, GB)`` its GPU-less jobs may hold on the type's pools.
+
+        Unset, ``cpus`` is the team's nominal share of the type's CPUs (nominal x the CPUs per
+        GPU of the type's pools, all nodes summed; nothing on a type without GPUs) and
+        ``memory_gb`` the same share of its memory as the CPU cap is of its CPUs (cpus x the
+        memory per CPU). Every gpu type gets an entry: a team without a quota entry for a type
+        may run no GPU-less work there, never an unbounded amount.
+        """
+        per_gpu: dict[str, tuple[float, float]] = {}  # (CPUs per GPU, GB per CPU) of each type
+        for gpu_type in self.gpu_types:
+            pools = [pool for pool in self.pools if pool.gpu_type == gpu_type]
+            gpus = sum(pool.nodes * pool.node.gpus for pool in pools)
+            cpus = sum(pool.nodes * pool.node.cpus for pool in pools)
+            memory = sum(pool.nodes * pool.node.memory_gb for pool in pools)
+            per_gpu[gpu_type] = (cpus / gpus if gpus else 0.0, memory / cpus if cpus else 0.0)
+        caps: dict[str, dict[str, tuple[float, float]]] = {}
+        for name, team in self.teams.items():
+            caps[name] = {}
+            for gpu_type, (cpus_per_gpu, memory_per_cpu) in per_gpu.items():
+                quota = team.quota.get(gpu_type, Quota())
+                cpus = quota.nominal * cpus_per_gpu if quota.cpus is None else quota.cpus
+                memory = cpus * memory_per_cpu if quota.memory_gb is None else quota.memory_gb
+                caps[name][gpu_type] = (cpus, memory)
+        return caps
 
     def gpu_type_order(self) -> list[str]:
         """Preference order for jobs that accept any gpu type."""

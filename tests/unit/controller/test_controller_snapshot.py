@@ -19,8 +19,9 @@ from gpupool.controller.snapshot import (
     build_snapshot,
     node_name,
     pending_job,
+    team_views,
 )
-from gpupool.scheduler import Placement, RunningJob, held_gpus
+from gpupool.scheduler import Placement, QuotaView, RunningJob, held_gpus
 from gpupool.spec.load import load_config
 from gpupool.state.db import make_engine, session_factory, upgrade
 from gpupool.state.models import AttemptRow, JobRow
@@ -122,3 +123,16 @@ def test_a_row_read_again_unchanged_keeps_its_view(tmp_path: Path) -> None:
     engine.dispose()
     assert second[0] is first[0]
     assert second[1] is not first[1] and second[1].priority == 7
+
+
+def test_every_team_gets_a_gpu_less_cap_on_every_gpu_type(demo_path: Path) -> None:
+    """A team without a quota entry for a type gets a zero cap there, never none (no cap)."""
+    views = team_views(load_config(demo_path), {})
+    assert views["team-a"].quota == {
+        "h100": QuotaView(2, 0, None, 8.0, 32.0),
+        "t4": QuotaView(2, None, None, 8.0, 32.0),
+    }
+    assert views["team-c"].quota == {
+        "h100": QuotaView(0, None, None, 0.0, 0.0),
+        "t4": QuotaView(2, None, None, 8.0, 32.0),
+    }

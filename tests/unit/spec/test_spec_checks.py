@@ -285,6 +285,44 @@ CASES = [
     pytest.param(
         Case(
             {
+                "gpu_types": "gpu_types: {h100: {}, cpu: {}}",
+                "teams": """
+                    teams:
+                      team-a:
+                        cohort: research
+                        quota:
+                          cpu: {nominal: 16}  # <-
+                """,
+            },
+            path="teams.team-a.quota.cpu.nominal",
+            message="nominal counts GPUs, and 'cpu' pools have none",
+            hint="with cpus: and memory_gb: under teams.team-a.quota.cpu",
+        ),
+        id="cpu quota given in GPUs",
+    ),
+    pytest.param(
+        Case(
+            {
+                "gpu_types": "gpu_types: {h100: {}, cpu: {}}",
+                "teams": """
+                    teams:
+                      team-a:
+                        cohort: research
+                        quota:
+                          cpu:
+                            cpus: 16
+                            borrowing_limit: 4  # <-
+                """,
+            },
+            path="teams.team-a.quota.cpu.borrowing_limit",
+            message="borrowing_limit counts GPUs, and 'cpu' pools have none",
+            hint="remove it",
+        ),
+        id="cpu quota that borrows",
+    ),
+    pytest.param(
+        Case(
+            {
                 "scheduler": """
                     scheduler:
                       gpu_type_order:
