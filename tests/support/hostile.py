@@ -127,7 +127,8 @@ pools:
     nodes: 1
     node: {{gpus: 8, cpus: 32, memory_gb: 128}}
     data_access: grant
-    options: {{cancel_grace_s: 1, max_runtime_grace_s: 1}}
+    options:
+      {{cancel_grace_s: 1, max_runtime_grace_s: 1, max_processes: 256, max_log_bytes: 4000000}}
 priority_classes:
   training: {{value: 100, default: true}}
   urgent: {{value: 1000}}
