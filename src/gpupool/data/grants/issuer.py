@@ -2,11 +2,11 @@
 
 The controller calls :meth:`GrantIssuer.issue` when it dispatches an attempt on a pool with
 ``data_access: grant``, naming the job's user: a local grant is made out to that user, whose
-permissions the artifact endpoints apply on disk. Minters are built on first use and cached (one Azure client per
-account endpoint, one S3 client per endpoint and region), so that Azure's delegation key is
-reused across attempts. Clients for Azure and S3 are made by injectable factories: tests
-point them at Azurite and a local S3 server; the defaults use the platform's credential
-chain (``DefaultAzureCredential``, boto3's default chain).
+permissions the artifact endpoints apply on disk. Minters are built on first use and cached
+(one Azure client per account endpoint, one S3 client per endpoint and region), so that
+Azure's delegation key is reused across attempts. Clients for Azure and S3 are made by
+injectable factories: tests point them at Azurite and a local S3 server; the defaults use
+the platform's credential chain (``DefaultAzureCredential``, boto3's default chain).
 """
 
 from __future__ import annotations
