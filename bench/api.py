@@ -36,7 +36,7 @@ pools:
      node: {gpus: 0, cpus: 512, memory_gb: 4096}}
   - {name: bench-h100-pool, backend: local, gpu_type: h100, nodes: 1, node: {gpus: 1}}
 teams:
-  runners: {members: {bench: member}}
+  runners: {members: {bench: member}, quota: {cpu: {cpus: 512}}}
   waiters: {members: {bench: member}}
 users:
   bench: {uid: 0, gid: 0}
