@@ -1,8 +1,13 @@
-"""Everything a running server holds, built once at start (composition root)."""
+"""Everything a running server holds, built once at start (composition root).
+
+It also sets the modes of ``GPUPOOL_HOME`` (see :func:`private_home`): a job runs under its
+user's uid on this machine and must not read the store, the grant key or other jobs' state.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +24,7 @@ from gpupool.controller.clock import Clock, SystemClock
 from gpupool.controller.execution import ExecutionService
 from gpupool.controller.loop import Controller
 from gpupool.data.grants.issuer import GrantIssuer
-from gpupool.data.grants.local import Signer, signing_key
+from gpupool.data.grants.local import KEY_FILE, Signer, signing_key
 from gpupool.server.services.artifacts import ArtifactService
 from gpupool.server.services.audit import AuditService
 from gpupool.server.services.jobs import JobService
@@ -98,13 +103,43 @@ def pool_bindings(config: ClusterConfig, state_dir: Path) -> dict[str, PoolBacke
     }
 
 
+# Directories jobs must traverse (to their work dirs and team storage) but never list.
+TRAVERSE_ONLY = 0o711
+PRIVATE_FILES = (KEY_FILE,)  # besides the SQLite files, which state.db keeps private
+
+
+def private_home(home: Path, state_dir: Path) -> None:
+    """``GPUPOOL_HOME`` and the backends' state dir: at most 0711 (group and others may pass
+    through, not list or write); the grant key 0600. Made so when missing; an existing
+    directory only loses permissions (a home an operator made 0700 stays 0700)."""
+    for directory in (home, state_dir):
+        directory.mkdir(mode=TRAVERSE_ONLY, parents=True, exist_ok=True)
+        _narrow(directory, 0o066)
+    for name in PRIVATE_FILES:
+        _narrow(home / name, 0o077)
+
+
+def _narrow(path: Path, remove: int) -> None:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return
+    mode = info.st_mode & 0o7777
+    if not mode & remove:
+        return
+    if info.st_uid != os.geteuid() and os.geteuid() != 0:
+        log.warning("%s is mode %o and not ours to change: remove %o from it", path, mode, remove)
+        return
+    path.chmod(mode & ~remove)
+
+
 def build_runtime(settings: Settings, config: ClusterConfig, clock: Clock | None = None) -> Runtime:
     """Migrate the store and wire the services; the controller is not started yet."""
+    private_home(settings.home, settings.state_dir)
     engine = make_engine(settings.database_url)
     upgrade(engine)
     sessions = session_factory(engine)
     clock = clock or SystemClock()
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
     runtime: Runtime
     registry = Registry(lambda name: pool_bindings(runtime.config, settings.state_dir).get(name))
     execution = ExecutionService(registry)

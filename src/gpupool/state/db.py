@@ -2,10 +2,18 @@
 
 SQLite runs in WAL mode with a busy timeout so the API and the controller can write from
 different threads; PostgreSQL is used as is.
+
+The SQLite store holds every team's commands, environments (secrets included), token hashes
+and the audit log, so its files are the server's alone: the database is created 0600 before
+SQLite opens it (SQLite gives its ``-wal`` and ``-shm`` the database's mode), and an existing
+store's files are narrowed to 0600 when it is opened. Its directory is made 0711 (jobs may
+have to traverse ``GPUPOOL_HOME`` to their work dirs; they cannot list it).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -18,13 +26,31 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+log = logging.getLogger(__name__)
+
+
+def private_sqlite_files(db: Path) -> None:
+    """Create ``db`` 0600 if it does not exist; narrow it and its side files to 0600."""
+    db.parent.mkdir(mode=0o711, parents=True, exist_ok=True)
+    os.close(os.open(db, os.O_RDWR | os.O_CREAT, 0o600))  # an empty file is an empty store
+    for path in (db, *(db.with_name(db.name + side) for side in SQLITE_SIDE_FILES)):
+        try:
+            mode = path.stat().st_mode & 0o777
+            if mode & 0o077:
+                path.chmod(mode & 0o700)
+        except FileNotFoundError:
+            continue
+        except PermissionError:  # not ours: the operator set it up; say so, do not fail
+            log.warning("cannot make %s private (mode %o): chmod it 0600", path, mode)
 
 
 def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
-        path = url.split("///", 1)[-1]
+        path = url.split("///", 1)[-1].split("?", 1)[0] if "///" in url else ""
         if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            private_sqlite_files(Path(path))
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")
