@@ -66,16 +66,18 @@ def test_gpuless_jobs_are_bounded_by_the_teams_quota(server: ServerProcess) -> N
                 time.sleep(0.1)
             assert most == BOUND, f"{most} GPU-less jobs of team-a ran at once, bound {BOUND}"
 
-            waiting = [job for job, status in statuses(alice).items() if status == "queued"]
-            assert len(waiting) == JOBS - BOUND
+            now = statuses(alice)
+            waiting = [job for job, status in now.items() if status == "queued"]
+            assert (len(waiting), active(alice)) == (JOBS - BOUND, BOUND), now
             why = alice.get(f"/v1/jobs/{waiting[0]}/why").json()
-            assert {r["gpu_type"]: r["code"] for r in why["reasons"]} == {
-                "h100": "quota",
-                "t4": "quota",
-            }
-            assert "team-a's limit for GPU-less jobs on h100 (8 CPUs" in why["summary"] + str(
-                why["reasons"]
-            )
+            reasons = {r["gpu_type"]: (r["code"], r["message"]) for r in why["reasons"]}
+            assert set(reasons) == {"h100", "t4"}
+            for gpu_type, (code, message) in reasons.items():
+                assert code == "quota"
+                assert message.startswith(
+                    f"team-a's limit for GPU-less jobs on {gpu_type} (8 CPUs and 32 GB memory"
+                ), message
+                assert "8 of 8 CPUs in use" in message
         finally:
             for job in ids:
                 alice.post(f"/v1/jobs/{job}/cancel")
