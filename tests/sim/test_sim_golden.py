@@ -60,6 +60,11 @@ HEAD_OF_LINE = [job("a1", 0, 100, 1, "a"), job("a2", 0, 100, 2, "a"), job("a3", 
 # a borrows all 4 GPUs; b's job at 100 reclaims 2 of them.
 RECLAIM = [job("a1", 0, 1000, 2, "a"), job("a2", 0, 1000, 2, "a"), job("b1", 100, 200, 2, "b")]
 
+# Five GPU-less jobs of a. Its cap: nominal 2 x 2 CPUs per GPU (4 GPUs, 8 CPUs a node),
+# each job counting one CPU: four run at once.
+GPULESS = [job(f"g{i}", 0, 100, 0, "a") for i in range(5)]
+GPULESS_FIRST = ["g0", "g1", "g2", "g3"]
+
 CASES = [
     pytest.param(
         Case("hard-quota-fifo", BORROW, {"a1": (0, 100), "a2": (100, 150)}),
@@ -112,6 +117,14 @@ CASES = [
             want_borrowed_gpu_s=2 * 1000 + 2 * 900,
         ),
         id="reclaim: b's job within nominal preempts a borrowing job of a",
+    ),
+    pytest.param(
+        Case("gpupool", GPULESS, {**dict.fromkeys(GPULESS_FIRST, (0, 100)), "g4": (100, 200)}),
+        id="GPU-less jobs: at most the team's cap runs at once (4 CPUs, one per job)",
+    ),
+    pytest.param(
+        Case("fifo", GPULESS, dict.fromkeys([*GPULESS_FIRST, "g4"], (0, 100))),
+        id="GPU-less jobs under one global FIFO: the one team holds every CPU",
     ),
     pytest.param(
         Case(
