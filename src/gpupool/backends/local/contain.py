@@ -35,7 +35,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 PARENT = "gpupool"  # the directory, in a hierarchy, that holds the attempts' cgroups
 MOUNTINFO = "/proc/self/mountinfo"
@@ -44,16 +44,14 @@ PR_SET_CHILD_SUBREAPER = 36
 KILL_TICK_S = 0.01
 
 
-@dataclass(frozen=True, slots=True)
-class Hierarchy:
+class Hierarchy(NamedTuple):
     """Where this process may make per-job cgroups: ``base`` is ``.../gpupool``."""
 
     version: int  # 1 or 2
     base: str
 
 
-@dataclass(frozen=True, slots=True)
-class Cgroup:
+class Cgroup(NamedTuple):
     version: int
     path: str
 
