@@ -58,6 +58,7 @@ from gpupool.data.grants.issuer import GrantIssuer
 from gpupool.scheduler import (
     Admission,
     CycleResult,
+    Nomination,
     Parking,
     PendingJob,
     PendingReason,
@@ -108,6 +109,10 @@ class Controller:
         self._reasons: dict[str, tuple[tuple[PendingReason, ...], list[dict[str, str]]]] = {}
         # Handed from cycle to cycle: teams whose inputs did not change are not decided again.
         self._parking = Parking()
+        # Preemptions still to take effect: the room their victims free is owed to their
+        # preemptors (the last cycle's, handed to the next one; lost on a restart, which costs
+        # a waiting preemptor at most one more preemption).
+        self._nominations: tuple[Nomination, ...] = ()
         self._pending_jobs: RowViews[PendingJob] = RowViews()
         self._running_jobs: RowViews[RunningJob] = RowViews()
         self._dirty = True
@@ -247,9 +252,12 @@ class Controller:
             self._usage_history(config, now),
             self._capacity,
         )
+        if self._nominations:
+            snapshot = dataclasses.replace(snapshot, nominations=self._nominations)
         started = self._clock.monotonic()
         result = run_cycle(snapshot, policy_for(config), self._parking)
         self._parking = result.parking or Parking()
+        self._nominations = result.nominations
         cycle_ms = (self._clock.monotonic() - started) * 1000
         self._persist(result, {row.id: row.attempt for row in queued}, now)
         log.debug(

@@ -3,9 +3,13 @@
 The cycle is a pipeline; each numbered step is one function:
 
 1. :func:`build_workspace` copies the snapshot into a mutable :class:`Workspace`.
-2. :func:`build_queues` makes one queue per team (:mod:`gpupool.scheduler.queues`), starving
-   jobs first.
-3. :func:`admit_heads` repeatedly takes the best head across teams and decides it
+2. :func:`~gpupool.scheduler.nominations.honour_nominations` decides first the preemptors of
+   earlier cycles that still wait for the room their victims free (``Snapshot.nominations``):
+   admitted onto it, or holding it while their victims end, so that the room goes to no one else
+   (not back to a requeued victim) and they pick no new victims.
+3. :func:`build_queues` makes one queue per team (:mod:`gpupool.scheduler.queues`), starving
+   jobs first; the preemptors step 2 decided are left out.
+4. :func:`admit_heads` repeatedly takes the best head across teams and decides it
    (:func:`decide`): admit it where it fits outright (:mod:`gpupool.scheduler.assignment`) or by
    backfilling held room; else claim victims or ending jobs (:mod:`gpupool.scheduler.preemption`);
    else set it aside with its reasons, holding room for it when it starves
@@ -15,7 +19,7 @@ The cycle is a pipeline; each numbered step is one function:
    are set aside with it, for the same reasons (:func:`~gpupool.scheduler.queues.request_of`):
    so a queue of thousands of jobs costs one decision per distinct request and change of the
    workspace, not one per job.
-4. :func:`collect_result` freezes the decisions into a :class:`CycleResult`.
+5. :func:`collect_result` freezes the decisions into a :class:`CycleResult`.
 
 Invariants: the snapshot is never changed; the same snapshot and policy give the same result
 (every ordering ends in an id, nothing iterates an unsorted set or uses ``hash()``); every
@@ -23,7 +27,8 @@ pending job considered ends up either admitted or in ``pending`` with at least o
 preemptor is never admitted in the cycle it preempts (it waits with PREEMPTING until its victims
 have ended); at most ``policy.preemption_budget`` jobs are preempted per cycle. When
 ``policy.max_admissions`` is reached the cycle stops: jobs not yet considered get no entry in
-``pending`` (their previous reasons stay valid for ``why``).
+``pending`` (their previous reasons stay valid for ``why``). A cycle with nominations runs
+without parking (they are few, and last only while a preemption takes effect).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from gpupool.scheduler.assignment import (
     resolve_gpu_types,
 )
 from gpupool.scheduler.memo import AssignMemo, FallbackKey, FallbackMemo, job_key
+from gpupool.scheduler.nominations import honour_nominations
 from gpupool.scheduler.preemption import Preemptor
 from gpupool.scheduler.queues import (
     HeadKey,
@@ -60,6 +66,7 @@ from gpupool.scheduler.reservations import Reservations
 from gpupool.scheduler.snapshot import (
     Admission,
     CycleResult,
+    Nomination,
     ParkedTeam,
     Parking,
     PendingJob,
@@ -76,11 +83,12 @@ _ID = attrgetter("id")
 
 @dataclass(slots=True)
 class Decisions:
-    """What step 3 decided so far, in decision order."""
+    """What steps 2 and 4 decided so far, in decision order."""
 
     admissions: list[Admission] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
     pending: dict[str, tuple[PendingReason, ...]] = field(default_factory=dict)
+    nominations: list[Nomination] = field(default_factory=list)
 
 
 def run_cycle(
@@ -94,7 +102,7 @@ def run_cycle(
     """
     policy = policy if policy is not None else Policy()
     with _cyclic_gc_paused():  # the cycle's working objects are freed before it resumes
-        if parking is not None and policy.max_admissions is None:
+        if parking is not None and policy.max_admissions is None and not snapshot.nominations:
             return _run_parked(snapshot, policy, parking)
         result = _run(snapshot, policy)
         return result if parking is None else replace(result, parking=Parking(policy=policy))
@@ -103,9 +111,16 @@ def run_cycle(
 def _run(snapshot: Snapshot, policy: Policy) -> CycleResult:
     workspace = build_workspace(snapshot)  # 1
     reservations = Reservations(workspace, policy)
-    queues = build_queues(snapshot.pending, reservations.starving_before)  # 2
-    decisions = admit_heads(queues, workspace, policy, reservations)  # 3
-    return collect_result(decisions)  # 4
+    first = Decisions()
+    decided = honour_nominations(  # 2
+        snapshot, workspace, policy, _apply, first.admissions, first.pending, first.nominations
+    )
+    pending = snapshot.pending
+    if decided:
+        pending = tuple(job for job in pending if job.id not in decided)
+    queues = build_queues(pending, reservations.starving_before)  # 3
+    decisions = admit_heads(queues, workspace, policy, reservations, decided=first)  # 4
+    return collect_result(decisions)  # 5
 
 
 def _run_parked(snapshot: Snapshot, policy: Policy, parking: Parking) -> CycleResult:
@@ -132,11 +147,11 @@ def _run_parked(snapshot: Snapshot, policy: Policy, parking: Parking) -> CycleRe
         rest = snapshot.pending
         if parked and groups is not None:
             rest = tuple(job for team, jobs in groups.items() if team not in parked for job in jobs)
-        queues = build_queues(rest, reservations.starving_before)  # 2
+        queues = build_queues(rest, reservations.starving_before)  # 3 (2: none, see run_cycle)
         given = {queue.team: tuple(queue.smallest) for queue in queues}  # their gpu types
         watch = frozenset().union(*(team.types for team in parked.values()))
         try:
-            decisions = admit_heads(queues, workspace, policy, reservations, watch)  # 3
+            decisions = admit_heads(queues, workspace, policy, reservations, watch)  # 4
         except parking_rules.Interrupted as stop:
             unparked = None if stop.types is None or unparked is None else unparked | stop.types
             continue
@@ -147,7 +162,7 @@ def _run_parked(snapshot: Snapshot, policy: Policy, parking: Parking) -> CycleRe
             remembered.pop(admission.job_id, None)
         remembered.update(decisions.pending)
         decisions.pending = remembered
-    result = collect_result(decisions)  # 4
+    result = collect_result(decisions)  # 5
     teams = dict(parked)
     dropped = []
     if groups is not None:
@@ -195,7 +210,7 @@ def build_workspace(snapshot: Snapshot) -> Workspace:
 
 
 class _Cycle:
-    """Step 3's state: the workspace and everything remembered while deciding."""
+    """Step 4's state: the workspace and everything remembered while deciding."""
 
     def __init__(self, ws: Workspace, policy: Policy, reservations: Reservations) -> None:
         self.ws = ws
@@ -218,12 +233,16 @@ def admit_heads(
     policy: Policy,
     reservations: Reservations | None = None,
     watch: frozenset[str] = frozenset(),
+    decided: Decisions | None = None,
 ) -> Decisions:
-    """Step 3: decide heads one at a time, best head first, until queues or the bound run out.
+    """Step 4: decide heads one at a time, best head first, until queues or the bound run out.
+    ``decided``: what step 2 decided, added to.
 
     Raises :class:`~gpupool.scheduler.parking.Interrupted` as soon as a decision touches a gpu
     type in ``watch`` (those of parked teams)."""
     cycle = _Cycle(ws, policy, reservations or Reservations(ws, policy))
+    if decided is not None:
+        cycle.decisions = decided
     smallest = {queue.team: queue.smallest for queue in queues}
     heads = Heads(queues, _head_key(cycle, smallest))
     limit = policy.max_admissions
@@ -295,7 +314,7 @@ def decide(job: PendingJob, cycle: _Cycle) -> bool:
             return False
     fallback = _fallback(job, types, fallback_key, outcome, cycle)
     if fallback.mode is FitMode.PREEMPT:
-        cycle.preemptor.commit(job, fallback)
+        decisions.nominations.append(cycle.preemptor.commit(job, fallback))
         for victim, note in zip(fallback.victims, fallback.notes, strict=True):
             decisions.preemptions.append(Preemption(victim.id, job.id, note))
         decisions.pending[job.id] = (
@@ -419,11 +438,12 @@ def _apply(job: PendingJob, outcome: Assignment, ws: Workspace) -> Admission:
 
 
 def collect_result(decisions: Decisions) -> CycleResult:
-    """Step 4: the result; admissions and preemptions keep their decision order. The pending
+    """Step 5: the result; admissions and preemptions keep their decision order. The pending
     reasons are handed over, not copied (a hundred thousand entries at scale): ``decisions`` is
     not used again."""
     return CycleResult(
         admissions=tuple(decisions.admissions),
         preemptions=tuple(decisions.preemptions),
         pending=decisions.pending,
+        nominations=tuple(decisions.nominations),
     )

@@ -45,11 +45,13 @@ from operator import itemgetter
 from gpupool.core.quota import check_quota
 from gpupool.scheduler import reasons
 from gpupool.scheduler.assignment import Assignment, FitMode, best_pick, job_shape, usable_pools
-from gpupool.scheduler.capacity import Held, PoolRoom, Shape
+from gpupool.scheduler.capacity import PoolRoom, Shape
 from gpupool.scheduler.snapshot import (
     BorrowWithinCohort,
+    Nomination,
     PendingJob,
     PendingReason,
+    Placement,
     Policy,
     PreemptionPolicy,
     Reclaim,
@@ -132,9 +134,10 @@ class Preemptor:
         explained = self._explain(job, types, pools, no_fit, over_budget, budget_left or 0)
         return Assignment(FitMode.NO_FIT, explained)
 
-    def commit(self, job: PendingJob, plan: Assignment) -> list[Held]:
+    def commit(self, job: PendingJob, plan: Assignment) -> Nomination:
         """Claim a PREEMPT plan: hold the free room the job needs besides its victims', and move
-        the quota to the future state (see :mod:`gpupool.scheduler.workspace`)."""
+        the quota to the future state (see :mod:`gpupool.scheduler.workspace`). Returns what the
+        next cycles owe the job (:mod:`gpupool.scheduler.nominations`)."""
         ws, shape, f = self._ws, job_shape(job), plan.gpu_type
         claimed = [*plan.victims, *plan.ending]
         with Simulation(ws) as sim:
@@ -150,15 +153,17 @@ class Preemptor:
                 for i in pick.nodes
                 for n in (pick.pool.nodes[i],)
             ]
-        holds = []
+        placements = []
         for index, devices, cpus_then, memory_then in wanted:
             node = pick.pool.nodes[index]
             # What the victims free on this node counts towards the job; hold only the rest.
             cpus = shape.cpus - (cpus_then - node.free_cpus)
             memory = shape.memory_gb - (memory_then - node.free_memory_gb)
-            holds.append(pick.pool.hold(index, devices, cpus, memory))
+            pick.pool.hold(index, devices, cpus, memory)
+            placements.append(Placement(node.view.name, devices))
         ws.claim(job.team, f, job.total_gpus, claimed)
-        return holds
+        victims = tuple(victim.id for victim in claimed)
+        return Nomination(job.id, victims, pick.pool.name, tuple(placements))
 
     # --- the search ---------------------------------------------------------------------------
 

@@ -130,12 +130,27 @@ class PendingJob:
 
 
 @dataclass(frozen=True, slots=True)
+class Nomination:
+    """A preemption still to take effect (see :mod:`gpupool.scheduler.nominations`):
+    ``preemptor`` (pending) waits for ``victims`` (the ids of the running jobs it claimed, which
+    end in their grace period) and is owed the room it planned to run on, ``placements`` on
+    ``pool``: the victims' devices there and the free ones it held besides."""
+
+    preemptor: str
+    victims: tuple[str, ...]
+    pool: str = ""
+    placements: tuple[Placement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """What one cycle decides on.
 
     ``usage``, when given, must be :func:`held_gpus` of ``running``: the builder sums it (the
     controller's, with the node room it derives from the same jobs), so the cycle makes no
     pass over every running job of the cluster. ``None``: the cycle sums ``running`` itself.
+    ``nominations``: the preemptions still to take effect, as the last cycle's result gave them
+    (``CycleResult.nominations``), at most one per preemptor.
     """
 
     now: float
@@ -144,6 +159,7 @@ class Snapshot:
     running: tuple[RunningJob, ...] = ()
     pending: tuple[PendingJob, ...] = ()
     usage: Mapping[str, Mapping[str, int]] | None = None
+    nominations: tuple[Nomination, ...] = ()
 
 
 def held_gpus(running: Iterable[RunningJob]) -> dict[str, dict[str, int]]:
@@ -289,5 +305,7 @@ class CycleResult:
     admissions: tuple[Admission, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
     pending: dict[str, tuple[PendingReason, ...]] = field(default_factory=dict)
+    # Every job left waiting with PREEMPTING, in decision order: the next snapshot's nominations.
+    nominations: tuple[Nomination, ...] = ()
     # For the next cycle, when this one was given a Parking; never part of the comparison.
     parking: Parking | None = field(default=None, compare=False, repr=False)

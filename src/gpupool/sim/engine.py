@@ -12,7 +12,9 @@ The loop is the controller's tick with the clock and the store taken out:
    with ``policy_for`` of the policy's configuration;
 4. admissions are submitted to the simulated backend; preemption victims are cancelled
    through it, end at once, and go back to the queue as a new attempt that keeps its submit
-   time and the work it has done (training jobs checkpoint: an attempt resumes).
+   time and the work it has done (training jobs checkpoint: an attempt resumes). Each
+   cycle's nominations are handed to the next, as the controller does, so the next cycle
+   decides each preemptor first, on the room its victims freed.
 
 The one thing the controller has that the simulator does not is the database: the
 controller's SQL reads and writes would make a replay of months of a cluster take hours, and
@@ -35,7 +37,7 @@ from gpupool.backends.fake import DURATION_ENV, FakeBackend, FakeCluster
 from gpupool.controller.fairshare import UsageMeter
 from gpupool.controller.loop import MIN_TICK_GAP_S
 from gpupool.controller.snapshot import PoolState, policy_for, team_views
-from gpupool.scheduler import PendingJob, RunningJob, Snapshot, run_cycle
+from gpupool.scheduler import Nomination, PendingJob, RunningJob, Snapshot, run_cycle
 from gpupool.sim.cluster import PolicySetup, Shape, job_shape, largest_node, never_runs
 from gpupool.sim.trace import TraceJob
 
@@ -96,6 +98,7 @@ class Simulation:
             for pool in config.pools
         }
         self.meter = UsageMeter(config.scheduler.fair_share_half_life_s)
+        self.nominations: tuple[Nomination, ...] = ()  # handed from cycle to cycle, as there
         self.pools = PoolState(config)
         # When each waiting job started to wait, sorted: the next to starve is found by bisect.
         self._waits: list[tuple[float, str]] = []
@@ -218,8 +221,10 @@ class Simulation:
             teams=team_views(self.config, self.meter.usage(now)),
             running=tuple(r.running for r in self.running.values() if r.running is not None),
             pending=tuple(r.pending for r in self.pending.values() if r.pending is not None),
+            nominations=self.nominations,
         )
         result = run_cycle(snapshot, self.policy)
+        self.nominations = result.nominations
         self.outcome.cycles += 1
         for preemption in result.preemptions:
             self._preempt(self.by_id[preemption.job_id])
