@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from gpupool import __version__
+from gpupool.config import ServerLimits
 from gpupool.server import errors
 from gpupool.server.audit import AuditMiddleware
 from gpupool.server.limits import BodyLimitMiddleware
@@ -20,7 +21,9 @@ def create_app(runtime: Runtime) -> FastAPI:
         description="Share GPUs between teams: quotas, fair share, preemption, accounting.",
     )
     app.state.runtime = runtime
-    limits = runtime.settings.limits
+    # The route table can be read without a runtime (None): then the default limits.
+    settings = getattr(runtime, "settings", None)
+    limits = settings.limits if settings is not None else ServerLimits()
     app.state.log_followers = FollowerSlots(limits.log_followers_per_user)
     errors.install(app)
     app.include_router(health.router)
