@@ -88,7 +88,8 @@ class ServerLimits:
     # A submit's env: the number of variables and the bytes of all names and values.
     max_env_entries: int = 256
     max_env_bytes: int = 64 * KIB
-    # A submit's command: the number of arguments and the bytes of all of them.
+    # A submit's command: the number of arguments (the wire schema never takes more than
+    # 4096) and the bytes of all of them.
     max_command_args: int = 4096
     max_command_bytes: int = 256 * KIB
     # Declared inputs, and declared outputs, each.
