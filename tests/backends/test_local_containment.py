@@ -36,6 +36,7 @@ from gpupool.backends.base import (
 )
 from gpupool.backends.local import contain
 from gpupool.backends.local.adapter import LocalBackend
+from support.attack_jobs import CHATTY, ESCAPES, FORK_BOMB
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -48,51 +49,6 @@ JOB_PYTHON = next(
     (p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)),
     sys.executable,
 )
-
-# Starts a setsid child and a double-forked daemon, prints both pids, then waits ($HOLD=1)
-# or exits at once. Neither child is in the job's process group.
-ESCAPES = r"""
-import os, subprocess, sys, time
-work = os.environ["GPUPOOL_JOB_WORKDIR"]
-child = subprocess.Popen(["setsid", "sleep", "600"])
-first = os.fork()
-if first == 0:
-    os.setsid()
-    if os.fork() > 0:
-        os._exit(0)
-    with open(os.path.join(work, "daemon.tmp"), "w") as f:
-        f.write(str(os.getpid()))
-    os.rename(os.path.join(work, "daemon.tmp"), os.path.join(work, "daemon.pid"))
-    os.execvp("sleep", ["sleep", "600"])
-os.waitpid(first, 0)
-while not os.path.exists(os.path.join(work, "daemon.pid")):
-    time.sleep(0.01)
-print("pids", child.pid, open(os.path.join(work, "daemon.pid")).read(), flush=True)
-if os.environ.get("HOLD"):
-    time.sleep(600)
-"""
-
-# Tries to start 5,000 sleeping processes; stops at the first the kernel refuses.
-FORK_BOMB = r"""
-import os
-spawned = 0
-for _ in range(5000):
-    try:
-        os.posix_spawnp("sleep", ["sleep", "600"], os.environ)
-    except OSError as exc:
-        print("refused", exc.errno, flush=True)
-        break
-    spawned += 1
-print("spawned", spawned, flush=True)
-"""
-
-CHATTY = r"""
-import sys
-line = b"x" * 999 + b"\n"
-for _ in range(50_000):  # 50 MB
-    sys.stdout.buffer.write(line)
-sys.stdout.flush()
-"""
 
 
 @dataclass(frozen=True)
