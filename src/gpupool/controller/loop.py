@@ -27,9 +27,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, bindparam, or_, select, update
-from sqlalchemy.orm import Session, sessionmaker
-
 from gpupool.backends.base import (
     JobHandle,
     JobSpec,
@@ -42,8 +39,6 @@ from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService, SubmitResult
 from gpupool.controller.fairshare import HORIZON_HALF_LIVES, UsageInterval, decayed_usage
 from gpupool.controller.snapshot import (
-    ACTIVE_COLUMNS,
-    PENDING_COLUMNS,
     RowViews,
     build_snapshot,
     pending_job,
@@ -52,7 +47,7 @@ from gpupool.controller.snapshot import (
 )
 from gpupool.controller.sync import BackendSync
 from gpupool.controller.transitions import finish_job
-from gpupool.core.jobs import ACTIVE, JobStatus
+from gpupool.core.jobs import JobStatus
 from gpupool.data.grants.base import GrantError
 from gpupool.data.grants.issuer import GrantIssuer
 from gpupool.scheduler import (
@@ -67,11 +62,12 @@ from gpupool.scheduler import (
     run_cycle,
 )
 from gpupool.spec.models import ClusterConfig
-from gpupool.state.models import AttemptRow, ControllerStateRow, EventRow, JobRow
+from gpupool.state import jobs, queue
+from gpupool.state.db import Session, SessionFactory
+from gpupool.state.models import AttemptRow, JobRow
 
 log = logging.getLogger(__name__)
 
-_ACTIVE = [s.value for s in ACTIVE]
 MIN_TICK_GAP_S = 0.05
 FULL_CYCLE_S = 10.0
 CAPACITY_REFRESH_S = 30.0
@@ -87,7 +83,7 @@ class TickStats:
 class Controller:
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: SessionFactory,
         config: Callable[[], ClusterConfig],
         execution: ExecutionService,
         clock: Clock,
@@ -227,22 +223,8 @@ class Controller:
         now = self._clock.now()
         with self._sessions() as session:
             # Columns, not objects: read on the connection, without the ORM's row loading.
-            connection = session.connection()
-            queued = connection.execute(
-                select(*PENDING_COLUMNS)
-                .where(JobRow.status == JobStatus.QUEUED.value)
-                # Team by team (parking finds each team's jobs together), in queue order.
-                .order_by(JobRow.team, JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
-            ).all()
-            active = connection.execute(
-                select(*ACTIVE_COLUMNS)
-                .join(
-                    AttemptRow,
-                    and_(AttemptRow.job_id == JobRow.id, AttemptRow.number == JobRow.attempt),
-                )
-                .where(JobRow.status.in_(_ACTIVE))
-                .order_by(JobRow.id)  # the same running jobs list the same way every cycle
-            ).all()
+            queued = queue.queued(session)
+            active = queue.active(session)
         pending = self._pending_jobs.of(queued, pending_job)
         snapshot = build_snapshot(
             config,
@@ -294,43 +276,16 @@ class Controller:
                 reasons_now[job_id] = (reasons, new)
                 if known is None or known[1] != new:
                     changed.append({"job": job_id, "reasons": new})
-            if changed:  # one statement, executed for many (a large queue's first cycle)
-                jobs = JobRow.__table__
-                session.execute(
-                    update(jobs)
-                    .where(jobs.c.id == bindparam("job"))
-                    .where(jobs.c.status == JobStatus.QUEUED.value)
-                    .values(pending_reasons=bindparam("reasons"), reasons_at=now),
-                    changed,
-                )
-            state = session.get(ControllerStateRow, 1)
-            if state is None:
-                session.add(ControllerStateRow(id=1, last_cycle_at=now, holder=""))
-            else:
-                state.last_cycle_at = now
+            queue.write_reasons(session, changed, now)
+            queue.record_cycle(session, now)
         self._reasons = reasons_now
 
     def _mark_victim(self, session: Session, preemption: Preemption, now: datetime) -> None:
         """Record the decision; ``send_cancels`` signals the victim, and when it has ended
         the job is requeued as a new attempt that keeps its submit time."""
-        marked = session.execute(
-            update(AttemptRow)
-            .where(
-                AttemptRow.job_id == preemption.job_id,
-                AttemptRow.status.in_(_ACTIVE),
-                AttemptRow.preempted_by.is_(None),
-            )
-            .values(preempted_by=preemption.preemptor_id)
-        ).rowcount
-        if marked:
-            session.add(
-                EventRow(
-                    job_id=preemption.job_id,
-                    at=now,
-                    kind="preempting",
-                    message=f"yields to {preemption.preemptor_id}: {preemption.reason}",
-                )
-            )
+        queue.mark_victim(
+            session, preemption.job_id, preemption.preemptor_id, preemption.reason, now
+        )
 
     def _usage_history(self, config: ClusterConfig, now: datetime) -> dict[str, float]:
         """Decayed GPU-seconds per team, refreshed at most every ``FULL_CYCLE_S``."""
@@ -340,20 +295,7 @@ class Controller:
         half_life = config.scheduler.fair_share_half_life_s
         horizon = now - timedelta(seconds=half_life * HORIZON_HALF_LIVES)
         with self._sessions() as session:
-            rows = session.execute(
-                select(
-                    JobRow.team,
-                    JobRow.gpus,
-                    JobRow.nodes,
-                    AttemptRow.started_at,
-                    AttemptRow.finished_at,
-                )
-                .join(AttemptRow, AttemptRow.job_id == JobRow.id)
-                .where(
-                    AttemptRow.started_at.is_not(None),
-                    or_(AttemptRow.finished_at.is_(None), AttemptRow.finished_at > horizon),
-                )
-            ).all()
+            rows = queue.usage_since(session, horizon)
         intervals = [
             UsageInterval(
                 team=team,
@@ -370,51 +312,17 @@ class Controller:
     def _admit(
         self, session: Session, job_id: str, attempt: int, admission: Admission, now: datetime
     ) -> None:
-        number = attempt + 1
         # Conditional on the row being unchanged since the snapshot: a cancel that raced
         # with this cycle wins and the admission is dropped.
-        won = session.execute(
-            update(JobRow)
-            .where(
-                JobRow.id == job_id,
-                JobRow.status == JobStatus.QUEUED.value,
-                JobRow.attempt == attempt,
-            )
-            .values(
-                status=JobStatus.ADMITTED.value,
-                attempt=number,
-                pool=admission.pool,
-                gpu_type=admission.gpu_type,
-                pending_reasons=[],
-                reasons_at=now,
-                message="",
-            )
-        ).rowcount
-        if not won:
-            return
-        session.add(
-            AttemptRow(
-                job_id=job_id,
-                number=number,
-                status=JobStatus.ADMITTED.value,
-                pool=admission.pool,
-                gpu_type=admission.gpu_type,
-                placements=[
-                    {"node": p.node, "devices": list(p.devices)} for p in admission.placements
-                ],
-                borrowed=admission.borrowed,
-                admitted_at=now,
-                message="",
-                cancel_sent=False,
-            )
-        )
-        session.add(
-            EventRow(
-                job_id=job_id,
-                at=now,
-                kind="admitted",
-                message=f"attempt {number} on {admission.pool} ({admission.gpu_type})",
-            )
+        queue.admit(
+            session,
+            job_id,
+            attempt,
+            pool=admission.pool,
+            gpu_type=admission.gpu_type,
+            placements=[{"node": p.node, "devices": list(p.devices)} for p in admission.placements],
+            borrowed=admission.borrowed,
+            now=now,
         )
 
     # -- dispatch -------------------------------------------------------------------------
@@ -422,20 +330,7 @@ class Controller:
     def dispatch(self) -> None:
         config = self._config()
         with self._sessions() as session:
-            rows = (
-                session.execute(
-                    select(JobRow, AttemptRow)
-                    .join(
-                        AttemptRow,
-                        and_(AttemptRow.job_id == JobRow.id, AttemptRow.number == JobRow.attempt),
-                    )
-                    .where(
-                        AttemptRow.status == JobStatus.ADMITTED.value, AttemptRow.handle.is_(None)
-                    )
-                )
-                .tuples()
-                .all()
-            )
+            rows = queue.to_dispatch(session)
         now = self._clock.monotonic()
         with self._lock:
             # A submission recorded after the rows above were read still shows as without a
@@ -496,8 +391,8 @@ class Controller:
     def _record_submission(self, attempt_id: int, spec: JobSpec, result: SubmitResult) -> None:
         now = self._clock.now()
         with self._sessions.begin() as session:
-            attempt = session.get(AttemptRow, attempt_id)
-            job = session.get(JobRow, spec.job_id)
+            attempt = jobs.attempt(session, attempt_id)
+            job = jobs.get(session, spec.job_id)
             if attempt is None or job is None or attempt.status != JobStatus.ADMITTED.value:
                 return
             if isinstance(result, JobHandle):
@@ -505,13 +400,8 @@ class Controller:
                 attempt.handle = result.to_dict()
                 if spec.grant is not None:  # its scope and expiry only, never the URLs
                     attempt.handle = {**attempt.handle, "grant": spec.grant.summary()}
-                session.add(
-                    EventRow(
-                        job_id=job.id,
-                        at=now,
-                        kind="dispatched",
-                        message=f"{result.backend} {result.provider_id}",
-                    )
+                jobs.add_event(
+                    session, job.id, now, "dispatched", f"{result.backend} {result.provider_id}"
                 )
                 return
             if isinstance(result, BackendUnavailable):
@@ -521,9 +411,7 @@ class Controller:
                 message = f"backend unavailable, will retry: {result}"
                 if attempt.message != message:
                     attempt.message = message
-                    session.add(
-                        EventRow(job_id=job.id, at=now, kind="dispatch_retry", message=message)
-                    )
+                    jobs.add_event(session, job.id, now, "dispatch_retry", message)
                 return
             attempt.finished_at = now
             attempt.message = str(result)

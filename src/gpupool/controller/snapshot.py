@@ -11,9 +11,7 @@ import dataclasses
 import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
-
-from sqlalchemy import Row, Text, case, cast, func, select
+from typing import Generic, TypeVar
 
 from gpupool.backends.base import PoolCapacity
 from gpupool.scheduler import (
@@ -36,54 +34,9 @@ from gpupool.scheduler.snapshot import (
     WithinTeam,
 )
 from gpupool.spec.models import ClusterConfig, Pool, Preemption
-from gpupool.state.models import AttemptRow, JobRow
+from gpupool.state.queue import ColumnRow
 
 V = TypeVar("V")
-
-# Columns the scheduler needs: loading these instead of whole rows keeps a cycle over
-# many queued jobs cheap (no JSON decoding of commands and environments).
-PENDING_COLUMNS = (
-    JobRow.id,
-    JobRow.team,
-    JobRow.priority,
-    JobRow.submitted_at,
-    JobRow.gpus,
-    JobRow.nodes,
-    JobRow.cpus,
-    JobRow.memory_gb,
-    # As stored (JSON text): decoded only for a row that changed since the last cycle.
-    cast(JobRow.gpu_types, Text).label("gpu_types"),
-    JobRow.attempt,
-    JobRow.max_runtime_s,
-    # When a requeued job re-entered the queue: its last attempt's end. Looked up only for
-    # jobs that had an attempt, not for every queued job every cycle.
-    case(
-        (
-            JobRow.attempt > 0,
-            select(func.max(AttemptRow.finished_at))
-            .where(AttemptRow.job_id == JobRow.id)
-            .correlate(JobRow)
-            .scalar_subquery(),
-        ),
-        else_=None,
-    ).label("queued_at"),
-)
-ACTIVE_COLUMNS = (
-    JobRow.id,
-    JobRow.team,
-    JobRow.priority,
-    JobRow.cpus,
-    JobRow.memory_gb,
-    AttemptRow.gpu_type,
-    AttemptRow.pool,
-    AttemptRow.placements,
-    AttemptRow.admitted_at,
-    AttemptRow.started_at,
-    JobRow.max_runtime_s,
-    JobRow.cancel_requested,
-    AttemptRow.cancel_sent,
-    AttemptRow.preempted_by,
-)
 
 
 def node_name(pool: str, index: int) -> str:
@@ -95,10 +48,10 @@ class RowViews(Generic[V]):
     gives the very object of the last cycle (no rebuilding, and parking compares it at once)."""
 
     def __init__(self) -> None:
-        self._known: dict[str, tuple[Row[Any], V]] = {}
+        self._known: dict[str, tuple[ColumnRow, V]] = {}
 
-    def of(self, rows: Sequence[Row[Any]], view: Callable[[Row[Any]], V]) -> list[V]:
-        known: dict[str, tuple[Row[Any], V]] = {}
+    def of(self, rows: Sequence[ColumnRow], view: Callable[[ColumnRow], V]) -> list[V]:
+        known: dict[str, tuple[ColumnRow, V]] = {}
         out = []
         for row in rows:
             last = self._known.get(row.id)
@@ -109,8 +62,8 @@ class RowViews(Generic[V]):
         return out
 
 
-def pending_job(row: Row[Any]) -> PendingJob:
-    """A row of ``PENDING_COLUMNS`` as the scheduler sees it."""
+def pending_job(row: ColumnRow) -> PendingJob:
+    """A row of ``state.queue.PENDING_COLUMNS`` as the scheduler sees it."""
     return PendingJob(
         id=row.id,
         team=row.team,
@@ -126,8 +79,8 @@ def pending_job(row: Row[Any]) -> PendingJob:
     )
 
 
-def running_job(row: Row[Any]) -> RunningJob:
-    """A row of ``ACTIVE_COLUMNS``: a job holding its placements now."""
+def running_job(row: ColumnRow) -> RunningJob:
+    """A row of ``state.queue.ACTIVE_COLUMNS``: a job holding its placements now."""
     started = (row.started_at or row.admitted_at).timestamp()
     return RunningJob(
         id=row.id,

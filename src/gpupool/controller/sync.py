@@ -15,27 +15,23 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
-from sqlalchemy.orm import Session, sessionmaker
-
 from gpupool.backends.base import FINAL_STATES, BackendStatus, JobHandle, RunState
 from gpupool.backends.errors import BackendError
 from gpupool.controller.backoff import Backoff
 from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService
 from gpupool.controller.transitions import apply_status
-from gpupool.core.jobs import ACTIVE, JobStatus
-from gpupool.state.models import AttemptRow, JobRow
+from gpupool.core.jobs import JobStatus
+from gpupool.state import jobs, queue
+from gpupool.state.db import SessionFactory
 
 log = logging.getLogger(__name__)
-
-_ACTIVE = [s.value for s in ACTIVE]
 
 
 class BackendSync:
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: SessionFactory,
         execution: ExecutionService,
         clock: Clock,
         backoff: Backoff,
@@ -56,11 +52,7 @@ class BackendSync:
         """Apply arrived poll results and start due polls; True if capacity was freed."""
         freed = self._collect_polls()
         with self._sessions() as session:
-            rows = session.execute(
-                select(AttemptRow.pool, AttemptRow.handle, AttemptRow.status).where(
-                    AttemptRow.status.in_(_ACTIVE), AttemptRow.handle.is_not(None)
-                )
-            ).all()
+            rows = queue.handles_to_poll(session)
         by_pool: dict[str, list[JobHandle]] = defaultdict(list)
         stored: dict[str, dict[str, str]] = defaultdict(dict)
         for pool, raw, status in rows:
@@ -110,7 +102,7 @@ class BackendSync:
         with self._sessions.begin() as session:
             for key, status in statuses.items():
                 job_id, _, number = key.rpartition(".")
-                found = _current(session, job_id, int(number))
+                found = jobs.active_attempt(session, job_id, int(number))
                 if found is not None:
                     apply_status(session, found[0], found[1], status, now)
 
@@ -119,11 +111,7 @@ class BackendSync:
         the GPUs the scheduler hands out again are really free. Best effort."""
         job_id, _, number = key.rpartition(".")
         with self._sessions() as session:
-            raw = session.scalar(
-                select(AttemptRow.handle).where(
-                    AttemptRow.job_id == job_id, AttemptRow.number == int(number)
-                )
-            )
+            raw = queue.handle_of(session, job_id, int(number))
         if raw is not None:
             future = self._execution.cancel_async(JobHandle.from_dict(raw), 0.0)
             future.add_done_callback(lambda f: _log_failure(f, f"stopping lost attempt {key}"))
@@ -134,19 +122,7 @@ class BackendSync:
         """Signal attempts whose job was cancelled or that were chosen as victims."""
         self._collect_cancels()
         with self._sessions() as session:
-            targets = session.execute(
-                select(AttemptRow.id, AttemptRow.handle, AttemptRow.pool)
-                .join(
-                    JobRow,
-                    and_(JobRow.id == AttemptRow.job_id, JobRow.attempt == AttemptRow.number),
-                )
-                .where(
-                    or_(JobRow.cancel_requested.is_(True), AttemptRow.preempted_by.is_not(None)),
-                    AttemptRow.status.in_(_ACTIVE),
-                    AttemptRow.handle.is_not(None),
-                    AttemptRow.cancel_sent.is_(False),
-                )
-            ).all()
+            targets = queue.cancels_due(session)
         now = self._clock.monotonic()
         for attempt_id, raw, pool in targets:
             if attempt_id in self._cancels or self._backoff.blocked(pool, now):
@@ -163,9 +139,7 @@ class BackendSync:
             if _log_failure(future, f"cancel of attempt {attempt_id} (will retry)"):
                 continue
             with self._sessions.begin() as session:
-                session.execute(
-                    update(AttemptRow).where(AttemptRow.id == attempt_id).values(cancel_sent=True)
-                )
+                queue.mark_cancel_sent(session, attempt_id)
 
     def wait_idle(self, timeout: float) -> None:
         """Block until the calls in flight are done (tests and shutdown)."""
@@ -174,16 +148,6 @@ class BackendSync:
                 future.exception(timeout=timeout)
             except TimeoutError:
                 return
-
-
-def _current(session: Session, job_id: str, number: int) -> tuple[JobRow, AttemptRow] | None:
-    job = session.get(JobRow, job_id)
-    attempt = session.scalar(
-        select(AttemptRow).where(AttemptRow.job_id == job_id, AttemptRow.number == number)
-    )
-    if job is None or attempt is None or attempt.status not in _ACTIVE:
-        return None
-    return job, attempt
 
 
 def _log_failure(future: Future[Any], what: str) -> bool:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
-
 from gpupool.backends.base import BackendStatus, RunState
 from gpupool.core.jobs import JobStatus
-from gpupool.state.models import AttemptRow, EventRow, JobRow
+from gpupool.state import jobs
+from gpupool.state.db import Session
+from gpupool.state.models import AttemptRow, JobRow
 
 MAX_LOST_ATTEMPTS = 5
 
@@ -37,7 +36,9 @@ def apply_status(
             attempt.started_at = now
             job.status = JobStatus.RUNNING.value
             job.started_at = job.started_at or now
-            session.add(_event(job, now, "running", f"attempt {attempt.number} on {attempt.pool}"))
+            jobs.add_event(
+                session, job.id, now, "running", f"attempt {attempt.number} on {attempt.pool}"
+            )
         return
     attempt.finished_at = now
     attempt.exit_code = status.exit_code
@@ -68,20 +69,15 @@ def finish_job(
     job.exit_code = exit_code
     job.message = message or final.value
     detail = f" (exit code {exit_code})" if exit_code is not None else ""
-    session.add(_event(job, now, final.value, f"{message or final.value}{detail}"))
+    jobs.add_event(session, job.id, now, final.value, f"{message or final.value}{detail}")
 
 
 def requeue(session: Session, job: JobRow, now: datetime, why: str) -> None:
     """Put the job back in the queue for a new attempt, or end it if it cannot go on."""
-    session.flush()  # the attempt's new status must count below
-    lost = session.scalar(
-        select(func.count())
-        .select_from(AttemptRow)
-        .where(AttemptRow.job_id == job.id, AttemptRow.status == JobStatus.LOST.value)
-    )
+    lost = jobs.lost_attempts(session, job.id)  # the attempt's new status counts
     if job.cancel_requested:
         finish_job(session, job, JobStatus.CANCELLED, now, None, "cancelled")
-    elif (lost or 0) >= MAX_LOST_ATTEMPTS:
+    elif lost >= MAX_LOST_ATTEMPTS:
         # Preemptions never count: only attempts lost to failures of the machinery.
         reason = f"gave up after {lost} lost attempts; last: {why}"
         finish_job(session, job, JobStatus.FAILED, now, None, reason)
@@ -89,8 +85,4 @@ def requeue(session: Session, job: JobRow, now: datetime, why: str) -> None:
         job.status = JobStatus.QUEUED.value
         job.pool = None
         job.gpu_type = None
-        session.add(_event(job, now, "requeued", why))
-
-
-def _event(job: JobRow, at: datetime, kind: str, message: str) -> EventRow:
-    return EventRow(job_id=job.id, at=at, kind=kind, message=message)
+        jobs.add_event(session, job.id, now, "requeued", why)

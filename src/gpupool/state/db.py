@@ -8,6 +8,11 @@ and the audit log, so its files are the server's alone: the database is created 
 SQLite opens it (SQLite gives its ``-wal`` and ``-shm`` the database's mode), and an existing
 store's files are narrowed to 0600 when it is opened. Its directory is made 0711 (jobs may
 have to traverse ``GPUPOOL_HOME`` to their work dirs; they cannot list it).
+
+This module is also the store's face to the rest of gpupool: the ``Session`` (a unit of
+work, passed to the repository functions of ``state/``), ``SessionFactory`` (what makes them;
+``begin()`` opens a transaction), ``Engine`` and ``IntegrityError`` are re-exported here so
+no package outside ``gpupool.state`` imports SQLAlchemy (tests/unit/test_import_rules.py).
 """
 
 from __future__ import annotations
@@ -18,12 +23,29 @@ import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import CursorResult, Engine, Executable, create_engine, event, text
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
+
+__all__ = [
+    "Engine",
+    "IntegrityError",
+    "Session",
+    "SessionFactory",
+    "Sessions",
+    "make_engine",
+    "ping",
+    "session_factory",
+    "upgrade",
+]
+
+# What callers are given to open sessions with: ``factory()`` to read, ``factory.begin()`` to
+# write in one transaction. (A plain sessionmaker, or the SQLite-serialized ``Sessions``.)
+SessionFactory = sessionmaker[Session]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -79,6 +101,18 @@ def upgrade(engine: Engine) -> None:
     with engine.begin() as connection:
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, "head")
+
+
+def rows_changed(session: Session, statement: Executable) -> int:
+    """Execute an UPDATE or DELETE; how many rows it changed (for conditional writes)."""
+    result = session.execute(statement)
+    return cast(CursorResult[Any], result).rowcount
+
+
+def ping(engine: Engine) -> None:
+    """Raise if the store cannot answer a trivial query (readiness)."""
+    with engine.connect() as connection:
+        connection.execute(text("SELECT 1"))
 
 
 class Sessions(sessionmaker[Session]):

@@ -14,7 +14,6 @@ from gpupool.backends.base import PoolCapacity
 from gpupool.config import sqlite_url
 from gpupool.controller.fairshare import UsageInterval, decayed_usage
 from gpupool.controller.snapshot import (
-    PENDING_COLUMNS,
     RowViews,
     build_snapshot,
     node_name,
@@ -25,6 +24,7 @@ from gpupool.scheduler import Placement, QuotaView, RunningJob, held_gpus
 from gpupool.spec.load import load_config
 from gpupool.state.db import make_engine, session_factory, upgrade
 from gpupool.state.models import AttemptRow, JobRow
+from gpupool.state.queue import PENDING_COLUMNS
 from support.rows import T0, queued_job
 
 

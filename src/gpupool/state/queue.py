@@ -1,0 +1,314 @@
+"""The controller's reads and writes of the whole queue: what each cycle needs, fast.
+
+Reads return plain column rows (``ColumnRow``: named tuples, compared by value), not ORM
+objects: a cycle over tens of thousands of queued jobs must not pay for loading whole rows
+(commands, environments). They run on the session's connection, so they see the session's
+transaction. Writes take plain values (never scheduler types: the store knows no policy)
+and, like every repository in ``state/``, leave the commit to the caller: the controller
+writes each cycle's decisions in one transaction, before acting on them (crash safety, X3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+from typing import cast as typed
+
+from sqlalchemy import Row, Table, Text, and_, bindparam, case, cast, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from gpupool.core.jobs import ACTIVE, JobStatus
+from gpupool.state.db import rows_changed as _changed
+from gpupool.state.models import AttemptRow, ControllerStateRow, EventRow, JobRow
+
+_ACTIVE = [s.value for s in ACTIVE]
+
+ColumnRow = Row[Any]
+
+# Columns the scheduler needs of a queued job: loading these instead of whole rows keeps a
+# cycle over many queued jobs cheap (no JSON decoding of commands and environments).
+PENDING_COLUMNS = (
+    JobRow.id,
+    JobRow.team,
+    JobRow.priority,
+    JobRow.submitted_at,
+    JobRow.gpus,
+    JobRow.nodes,
+    JobRow.cpus,
+    JobRow.memory_gb,
+    # As stored (JSON text): decoded only for a row that changed since the last cycle.
+    cast(JobRow.gpu_types, Text).label("gpu_types"),
+    JobRow.attempt,
+    JobRow.max_runtime_s,
+    # When a requeued job re-entered the queue: its last attempt's end. Looked up only for
+    # jobs that had an attempt, not for every queued job every cycle.
+    case(
+        (
+            JobRow.attempt > 0,
+            select(func.max(AttemptRow.finished_at))
+            .where(AttemptRow.job_id == JobRow.id)
+            .correlate(JobRow)
+            .scalar_subquery(),
+        ),
+        else_=None,
+    ).label("queued_at"),
+)
+# ... and of an active one (admitted or running), joined with its current attempt.
+ACTIVE_COLUMNS = (
+    JobRow.id,
+    JobRow.team,
+    JobRow.priority,
+    JobRow.cpus,
+    JobRow.memory_gb,
+    AttemptRow.gpu_type,
+    AttemptRow.pool,
+    AttemptRow.placements,
+    AttemptRow.admitted_at,
+    AttemptRow.started_at,
+    JobRow.max_runtime_s,
+    JobRow.cancel_requested,
+    AttemptRow.cancel_sent,
+    AttemptRow.preempted_by,
+)
+
+_CURRENT_ATTEMPT = and_(AttemptRow.job_id == JobRow.id, AttemptRow.number == JobRow.attempt)
+
+
+# -- reads for a cycle ----------------------------------------------------------------------
+
+
+def queued(session: Session) -> Sequence[ColumnRow]:
+    """Every queued job as ``PENDING_COLUMNS``, team by team (parking finds each team's jobs
+    together), in queue order within a team."""
+    return (
+        session.connection()
+        .execute(
+            select(*PENDING_COLUMNS)
+            .where(JobRow.status == JobStatus.QUEUED.value)
+            .order_by(JobRow.team, JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
+        )
+        .all()
+    )
+
+
+def active(session: Session) -> Sequence[ColumnRow]:
+    """Every active job as ``ACTIVE_COLUMNS``, in the same order every cycle."""
+    return (
+        session.connection()
+        .execute(
+            select(*ACTIVE_COLUMNS)
+            .join(AttemptRow, _CURRENT_ATTEMPT)
+            .where(JobRow.status.in_(_ACTIVE))
+            .order_by(JobRow.id)
+        )
+        .all()
+    )
+
+
+def usage_since(session: Session, horizon: datetime) -> Sequence[ColumnRow]:
+    """(team, gpus, nodes, started_at, finished_at) of every attempt that ran after
+    ``horizon`` or still runs: the input of fair share's decayed usage."""
+    return session.execute(
+        select(
+            JobRow.team, JobRow.gpus, JobRow.nodes, AttemptRow.started_at, AttemptRow.finished_at
+        )
+        .join(AttemptRow, AttemptRow.job_id == JobRow.id)
+        .where(
+            AttemptRow.started_at.is_not(None),
+            or_(AttemptRow.finished_at.is_(None), AttemptRow.finished_at > horizon),
+        )
+    ).all()
+
+
+def active_usage(session: Session) -> Sequence[ColumnRow]:
+    """(team, gpus, nodes, gpu_type, pool, borrowed) of every active job's current attempt."""
+    return session.execute(
+        select(
+            JobRow.team,
+            JobRow.gpus,
+            JobRow.nodes,
+            AttemptRow.gpu_type,
+            AttemptRow.pool,
+            AttemptRow.borrowed,
+        )
+        .join(AttemptRow, _CURRENT_ATTEMPT)
+        .where(JobRow.status.in_(_ACTIVE))
+    ).all()
+
+
+def open_counts(session: Session) -> dict[tuple[str, str], int]:
+    """How many jobs each team has queued or active, per (team, status)."""
+    rows = session.execute(
+        select(JobRow.team, JobRow.status, func.count())
+        .where(JobRow.status.in_([JobStatus.QUEUED.value, *_ACTIVE]))
+        .group_by(JobRow.team, JobRow.status)
+    ).all()
+    return {(team, status): n for team, status, n in rows}
+
+
+# -- a cycle's decisions --------------------------------------------------------------------
+
+
+def admit(
+    session: Session,
+    job_id: str,
+    attempt: int,
+    *,
+    pool: str,
+    gpu_type: str,
+    placements: list[dict[str, Any]],
+    borrowed: int,
+    now: datetime,
+) -> int | None:
+    """Admit the queued job as attempt ``attempt + 1``; the new number, or None when the job
+    changed since it was read (a cancel that raced with the cycle wins)."""
+    number = attempt + 1
+    won = _changed(
+        session,
+        update(JobRow)
+        .where(
+            JobRow.id == job_id,
+            JobRow.status == JobStatus.QUEUED.value,
+            JobRow.attempt == attempt,
+        )
+        .values(
+            status=JobStatus.ADMITTED.value,
+            attempt=number,
+            pool=pool,
+            gpu_type=gpu_type,
+            pending_reasons=[],
+            reasons_at=now,
+            message="",
+        ),
+    )
+    if not won:
+        return None
+    session.add(
+        AttemptRow(
+            job_id=job_id,
+            number=number,
+            status=JobStatus.ADMITTED.value,
+            pool=pool,
+            gpu_type=gpu_type,
+            placements=placements,
+            borrowed=borrowed,
+            admitted_at=now,
+            message="",
+            cancel_sent=False,
+        )
+    )
+    session.add(
+        EventRow(
+            job_id=job_id,
+            at=now,
+            kind="admitted",
+            message=f"attempt {number} on {pool} ({gpu_type})",
+        )
+    )
+    return number
+
+
+def mark_victim(
+    session: Session, job_id: str, preemptor_id: str, reason: str, now: datetime
+) -> bool:
+    """Mark the job's active attempt as yielding to ``preemptor_id`` (once); True if marked."""
+    marked = _changed(
+        session,
+        update(AttemptRow)
+        .where(
+            AttemptRow.job_id == job_id,
+            AttemptRow.status.in_(_ACTIVE),
+            AttemptRow.preempted_by.is_(None),
+        )
+        .values(preempted_by=preemptor_id),
+    )
+    if marked:
+        session.add(
+            EventRow(
+                job_id=job_id,
+                at=now,
+                kind="preempting",
+                message=f"yields to {preemptor_id}: {reason}",
+            )
+        )
+    return bool(marked)
+
+
+def write_reasons(session: Session, changed: list[dict[str, object]], now: datetime) -> None:
+    """Store each ``{"job": id, "reasons": [...]}`` on its job if still queued: one
+    statement executed for many (a large queue's first cycle writes them all)."""
+    if not changed:
+        return
+    jobs = typed(Table, JobRow.__table__)
+    session.execute(
+        update(jobs)
+        .where(jobs.c.id == bindparam("job"))
+        .where(jobs.c.status == JobStatus.QUEUED.value)
+        .values(pending_reasons=bindparam("reasons"), reasons_at=now),
+        changed,
+    )
+
+
+def record_cycle(session: Session, now: datetime) -> None:
+    """Note that the scheduler looked at the queue at ``now`` (for ``why`` and health)."""
+    state = session.get(ControllerStateRow, 1)
+    if state is None:
+        session.add(ControllerStateRow(id=1, last_cycle_at=now, holder=""))
+    else:
+        state.last_cycle_at = now
+
+
+def last_cycle_at(session: Session) -> datetime | None:
+    state = session.get(ControllerStateRow, 1)
+    return None if state is None else state.last_cycle_at
+
+
+# -- dispatch, polls and cancels ------------------------------------------------------------
+
+
+def to_dispatch(session: Session) -> list[tuple[JobRow, AttemptRow]]:
+    """Admitted current attempts no backend has accepted yet, with their jobs."""
+    return list(
+        session.execute(
+            select(JobRow, AttemptRow)
+            .join(AttemptRow, _CURRENT_ATTEMPT)
+            .where(AttemptRow.status == JobStatus.ADMITTED.value, AttemptRow.handle.is_(None))
+        )
+        .tuples()
+        .all()
+    )
+
+
+def handles_to_poll(session: Session) -> Sequence[ColumnRow]:
+    """(pool, handle, status) of every active attempt a backend accepted."""
+    return session.execute(
+        select(AttemptRow.pool, AttemptRow.handle, AttemptRow.status).where(
+            AttemptRow.status.in_(_ACTIVE), AttemptRow.handle.is_not(None)
+        )
+    ).all()
+
+
+def handle_of(session: Session, job_id: str, number: int) -> dict[str, Any] | None:
+    return session.scalar(
+        select(AttemptRow.handle).where(AttemptRow.job_id == job_id, AttemptRow.number == number)
+    )
+
+
+def cancels_due(session: Session) -> Sequence[ColumnRow]:
+    """(attempt id, handle, pool) of active attempts to signal and not signalled yet: their
+    job was cancelled, or they were chosen as a preemption victim."""
+    return session.execute(
+        select(AttemptRow.id, AttemptRow.handle, AttemptRow.pool)
+        .join(JobRow, and_(JobRow.id == AttemptRow.job_id, JobRow.attempt == AttemptRow.number))
+        .where(
+            or_(JobRow.cancel_requested.is_(True), AttemptRow.preempted_by.is_not(None)),
+            AttemptRow.status.in_(_ACTIVE),
+            AttemptRow.handle.is_not(None),
+            AttemptRow.cancel_sent.is_(False),
+        )
+    ).all()
+
+
+def mark_cancel_sent(session: Session, attempt_id: int) -> None:
+    session.execute(update(AttemptRow).where(AttemptRow.id == attempt_id).values(cancel_sent=True))
