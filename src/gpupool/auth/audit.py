@@ -12,8 +12,8 @@ import getpass
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.orm import Session
-
+from gpupool.state import audit
+from gpupool.state.db import Session
 from gpupool.state.models import AuditRow
 
 OK = "ok"
@@ -38,7 +38,8 @@ class AuditEntry:
 
 def record(session: Session, entry: AuditEntry) -> None:
     """Add ``entry`` to ``session``; it is stored when the caller's transaction commits."""
-    session.add(
+    audit.add(
+        session,
         AuditRow(
             at=entry.at,
             actor=entry.actor[:_ACTOR_MAX],
@@ -48,7 +49,7 @@ def record(session: Session, entry: AuditEntry) -> None:
             team=entry.team[:100] if entry.team else None,
             outcome=entry.outcome[:40],
             status=entry.status,
-        )
+        ),
     )
 
 

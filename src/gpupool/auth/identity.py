@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy.orm import Session, sessionmaker
-
 from gpupool.auth.directory import Directory
 from gpupool.auth.oidc import OidcValidator, looks_like_jwt
 from gpupool.auth.principal import Principal, principal_for
@@ -21,12 +19,13 @@ from gpupool.auth.tokens import PREFIX, verify_token
 from gpupool.controller.clock import Clock
 from gpupool.core.errors import Unauthenticated
 from gpupool.spec.models import ClusterConfig
+from gpupool.state.db import SessionFactory
 
 
 class Authenticator:
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: SessionFactory,
         clock: Clock,
         config: Callable[[], ClusterConfig],
         oidc: OidcValidator | None = None,

@@ -12,10 +12,9 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from gpupool.core.errors import NotFound, Unauthenticated
+from gpupool.state import tokens
+from gpupool.state.db import Session
 from gpupool.state.models import TokenRow
 
 PREFIX = "gpt"
@@ -44,7 +43,8 @@ def create_token(
     token_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     expires_at = now + ttl if ttl else None
-    session.add(
+    tokens.add(
+        session,
         TokenRow(
             id=token_id,
             user=user,
@@ -52,7 +52,7 @@ def create_token(
             description=description,
             created_at=now,
             expires_at=expires_at,
-        )
+        ),
     )
     return IssuedToken(token_id, user, f"{PREFIX}_{token_id}_{secret}", expires_at)
 
@@ -66,7 +66,7 @@ def verify_token(session: Session, bearer: str, now: datetime) -> TokenRow:
     parts = bearer.split("_", 2)
     if len(parts) != 3 or parts[0] != PREFIX:
         raise Unauthenticated("invalid API token")
-    row = session.get(TokenRow, parts[1])
+    row = tokens.get(session, parts[1])
     if row is None or not hmac.compare_digest(row.secret_hash, _hash(parts[2])):
         raise Unauthenticated("invalid API token")
     if row.revoked_at is not None:
@@ -77,7 +77,7 @@ def verify_token(session: Session, bearer: str, now: datetime) -> TokenRow:
 
 
 def revoke_token(session: Session, token_id: str, now: datetime) -> None:
-    row = session.get(TokenRow, token_id)
+    row = tokens.get(session, token_id)
     if row is None:
         raise NotFound(f"no token with id {token_id!r}")
     if row.revoked_at is None:
@@ -85,4 +85,4 @@ def revoke_token(session: Session, token_id: str, now: datetime) -> None:
 
 
 def has_tokens(session: Session) -> bool:
-    return session.scalar(select(TokenRow.id).limit(1)) is not None
+    return tokens.any_exist(session)

@@ -36,7 +36,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpupool.auth.audit import ANONYMOUS, OK, AuditEntry, record
-from gpupool.state.models import JobRow
+from gpupool.state import jobs
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ def _team_of(session: Any, params: dict[str, Any]) -> str | None:
     if "team" in params:
         return str(params["team"])
     if "job_id" in params:
-        row = session.get(JobRow, str(params["job_id"]))
+        row = jobs.get(session, str(params["job_id"]))
         return None if row is None else str(row.team)
     return None
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from sqlalchemy import text
 
 from gpupool.server.deps import RuntimeDep
+from gpupool.state.db import ping
 
 router = APIRouter(tags=["health"])
 
@@ -19,8 +19,7 @@ def healthz() -> dict[str, str]:
 @router.get("/readyz")
 def readyz(runtime: RuntimeDep) -> JSONResponse:
     try:
-        with runtime.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
+        ping(runtime.engine)
     except Exception:
         return JSONResponse({"status": "unavailable", "store": "unreachable"}, status_code=503)
     return JSONResponse({"status": "ok", "store": "ok"})

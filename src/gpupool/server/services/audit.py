@@ -13,14 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
-
 from gpupool.auth.principal import Principal
 from gpupool.core.errors import Forbidden
 from gpupool.server.cursors import decode_audit_cursor, encode_audit_cursor
 from gpupool.server.schemas import AuditOut, AuditPage
 from gpupool.spec.models import ClusterConfig
+from gpupool.state import audit
+from gpupool.state.db import SessionFactory
 from gpupool.state.models import AuditRow
 
 MAX_PAGE = 500
@@ -37,16 +36,14 @@ class AuditFilter:
 
 
 class AuditService:
-    def __init__(
-        self, sessions: sessionmaker[Session], config: Callable[[], ClusterConfig]
-    ) -> None:
+    def __init__(self, sessions: SessionFactory, config: Callable[[], ClusterConfig]) -> None:
         self._sessions = sessions
         self._config = config
 
     def list(
         self, principal: Principal, where: AuditFilter, limit: int, cursor: str | None
     ) -> AuditPage:
-        query = select(AuditRow)
+        administered: list[str] | None = None  # None: a platform admin, every entry
         if not principal.platform_admin:
             administered = sorted(t for t, role in principal.roles.items() if role == "admin")
             if not administered:
@@ -58,24 +55,20 @@ class AuditService:
                 raise Forbidden(
                     f"user {principal.user!r} may not read the audit trail of team {where.team!r}"
                 )
-            query = query.where(AuditRow.team.in_(administered))
-        if where.team is not None:
-            query = query.where(AuditRow.team == where.team)
-        if where.actor is not None:
-            query = query.where(AuditRow.actor == where.actor)
-        if where.action is not None:
-            query = query.where(AuditRow.action == where.action)
-        if where.outcome is not None:
-            query = query.where(AuditRow.outcome == where.outcome)
-        if where.since is not None:
-            query = query.where(AuditRow.at >= _aware(where.since))
-        if where.until is not None:
-            query = query.where(AuditRow.at < _aware(where.until))
-        if cursor is not None:
-            query = query.where(AuditRow.id < decode_audit_cursor(cursor))
         limit = max(1, min(limit, MAX_PAGE))
         with self._sessions() as session:
-            rows = list(session.scalars(query.order_by(AuditRow.id.desc()).limit(limit + 1)))
+            rows = audit.page(
+                session,
+                limit=limit + 1,
+                teams_in=administered,
+                team=where.team,
+                actor=where.actor,
+                action=where.action,
+                outcome=where.outcome,
+                since=None if where.since is None else _aware(where.since),
+                until=None if where.until is None else _aware(where.until),
+                before_id=None if cursor is None else decode_audit_cursor(cursor),
+            )
         more = len(rows) > limit
         rows = rows[:limit]
         return AuditPage(

@@ -12,11 +12,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Sequence
-from datetime import datetime
-
-from sqlalchemy import and_, or_, select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
 
 from gpupool.auth.principal import Action, Principal, authorize
 from gpupool.config import ServerLimits
@@ -34,7 +29,9 @@ from gpupool.server.services.submit_checks import (
 )
 from gpupool.server.views import job_out
 from gpupool.spec.models import ClusterConfig
-from gpupool.state.models import AttemptRow, ControllerStateRow, EventRow, JobRow
+from gpupool.state import jobs, queue
+from gpupool.state.db import IntegrityError, Session, SessionFactory
+from gpupool.state.models import AttemptRow, JobRow
 
 MAX_PAGE = 500
 
@@ -42,7 +39,7 @@ MAX_PAGE = 500
 class JobService:
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: SessionFactory,
         config: Callable[[], ClusterConfig],
         clock: Clock,
         wake: Callable[[], None] = lambda: None,
@@ -122,8 +119,10 @@ class JobService:
         )
         try:
             with self._sessions.begin() as session:
-                session.add(row)
-                session.add(_event(job_id, row.submitted_at, "submitted", f"by {principal.user}"))
+                jobs.add(session, row)
+                jobs.add_event(
+                    session, job_id, row.submitted_at, "submitted", f"by {principal.user}"
+                )
         except IntegrityError:
             # A concurrent request with the same key won the race: return its job.
             if key is not None:
@@ -139,9 +138,7 @@ class JobService:
         request: used again with a different one it is refused, not silently answered with
         the first job (jobs stored before digests were kept cannot be compared)."""
         with self._sessions() as session:
-            row = session.scalar(
-                select(JobRow).where(JobRow.user == user, JobRow.idempotency_key == key)
-            )
+            row = jobs.by_idempotency_key(session, user, key)
             if row is None:
                 return None
             if row.idempotency_digest is not None and row.idempotency_digest != digest:
@@ -181,20 +178,9 @@ class JobService:
                 "unknown status", [{"field": "status", "message": f"use one of: {known}"}]
             )
         limit = max(1, min(limit, MAX_PAGE))
-        query = select(JobRow).where(JobRow.team.in_(teams))
-        if status is not None:
-            query = query.where(JobRow.status == status)
-        if cursor is not None:
-            at, last_id = decode_job_cursor(cursor)
-            query = query.where(
-                or_(
-                    JobRow.submitted_at < at,
-                    and_(JobRow.submitted_at == at, JobRow.id < last_id),
-                )
-            )
-        query = query.order_by(JobRow.submitted_at.desc(), JobRow.id.desc()).limit(limit + 1)
+        after = None if cursor is None else decode_job_cursor(cursor)
         with self._sessions() as session:
-            rows = list(session.scalars(query))
+            rows = jobs.page(session, teams, status, after, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
         next_cursor = encode_job_cursor(rows[-1].submitted_at, rows[-1].id) if more else None
@@ -203,11 +189,10 @@ class JobService:
     def get(self, principal: Principal, job_id: str) -> JobOut:
         with self._sessions() as session:
             row = self._readable(session, principal, job_id)
-            attempts = _attempts(session, job_id)
-            return job_out(row, attempts)
+            return job_out(row, jobs.attempts(session, job_id))
 
     def _readable(self, session: Session, principal: Principal, job_id: str) -> JobRow:
-        row = session.get(JobRow, job_id)
+        row = jobs.get(session, job_id)
         if row is None:
             raise NotFound(f"no job with id {job_id!r}")
         authorize(principal, Action.READ, row.team)
@@ -216,11 +201,11 @@ class JobService:
     def why(self, principal: Principal, job_id: str) -> WhyOut:
         with self._sessions() as session:
             row = self._readable(session, principal, job_id)
-            state = session.get(ControllerStateRow, 1)
+            last_cycle = queue.last_cycle_at(session)
         reasons = [ReasonOut(**r) for r in row.pending_reasons]
         considered = row.reasons_at
-        if row.status == JobStatus.QUEUED and state is not None and state.last_cycle_at:
-            considered = max(filter(None, [considered, state.last_cycle_at]))
+        if row.status == JobStatus.QUEUED and last_cycle:
+            considered = max(filter(None, [considered, last_cycle]))
         return WhyOut(
             job_id=row.id,
             status=row.status,
@@ -234,26 +219,21 @@ class JobService:
     def cancel(self, principal: Principal, job_id: str) -> JobOut:
         now = self._clock.now()
         with self._sessions.begin() as session:
-            row = session.get(JobRow, job_id)
+            row = jobs.get(session, job_id)
             if row is None:
                 raise NotFound(f"no job with id {job_id!r}")
             authorize(principal, Action.MUTATE, row.team)
-            cancelled_queued = session.execute(
-                update(JobRow)
-                .where(JobRow.id == job_id, JobRow.status == JobStatus.QUEUED.value)
-                .values(status=JobStatus.CANCELLED.value, finished_at=now, message="cancelled")
-            ).rowcount
-            session.refresh(row)
-            if cancelled_queued:
-                session.add(_event(job_id, now, "cancelled", f"by {principal.user} while queued"))
+            if jobs.cancel_if_queued(session, row, now):
+                jobs.add_event(
+                    session, job_id, now, "cancelled", f"by {principal.user} while queued"
+                )
             elif row.status in ACTIVE:
                 if not row.cancel_requested:
                     row.cancel_requested = True
-                    session.add(_event(job_id, now, "cancel_requested", f"by {principal.user}"))
+                    jobs.add_event(session, job_id, now, "cancel_requested", f"by {principal.user}")
             elif row.status in TERMINAL and row.status != JobStatus.CANCELLED:
                 raise Conflict(f"job {job_id} already {row.status}; nothing to cancel")
-            attempts = _attempts(session, job_id)
-            out = job_out(row, attempts)
+            out = job_out(row, jobs.attempts(session, job_id))
         self._wake()
         return out
 
@@ -263,30 +243,12 @@ class JobService:
         """The job's status and its newest attempt with a handle (None: no output yet)."""
         with self._sessions() as session:
             row = self._readable(session, principal, job_id)
-            attempt = session.scalar(
-                select(AttemptRow)
-                .where(AttemptRow.job_id == job_id, AttemptRow.handle.is_not(None))
-                .order_by(AttemptRow.number.desc())
-                .limit(1)
-            )
-            return row.status, attempt
+            return row.status, jobs.newest_attempt_with_handle(session, job_id)
 
     def status(self, job_id: str) -> str:
         with self._sessions() as session:
-            row = session.get(JobRow, job_id)
+            row = jobs.get(session, job_id)
             return "" if row is None else row.status
-
-
-def _attempts(session: Session, job_id: str) -> Sequence[AttemptRow]:
-    return list(
-        session.scalars(
-            select(AttemptRow).where(AttemptRow.job_id == job_id).order_by(AttemptRow.number)
-        )
-    )
-
-
-def _event(job_id: str, at: datetime, kind: str, message: str) -> EventRow:
-    return EventRow(job_id=job_id, at=at, kind=kind, message=message)
 
 
 def _why_summary(row: JobRow, reasons: Sequence[ReasonOut]) -> str:

@@ -5,16 +5,14 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
-from sqlalchemy import and_, func, select
-from sqlalchemy.orm import Session, sessionmaker
-
 from gpupool.auth.principal import Action, Principal, authorize
 from gpupool.controller.backoff import PoolHealth
 from gpupool.core.errors import NotFound
 from gpupool.core.jobs import ACTIVE, JobStatus
 from gpupool.server.schemas import PoolList, PoolOut, TeamList, TeamOut, TeamQuotaOut
 from gpupool.spec.models import ClusterConfig
-from gpupool.state.models import AttemptRow, JobRow
+from gpupool.state import queue
+from gpupool.state.db import SessionFactory
 
 _ACTIVE = [s.value for s in ACTIVE]
 
@@ -22,7 +20,7 @@ _ACTIVE = [s.value for s in ACTIVE]
 class TeamService:
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: SessionFactory,
         config: Callable[[], ClusterConfig],
         health: Callable[[str], PoolHealth] = lambda _pool: PoolHealth(available=True),
     ):
@@ -36,21 +34,7 @@ class TeamService:
         borrowed: dict[str, Counter[str]] = defaultdict(Counter)
         per_pool: Counter[str] = Counter()
         with self._sessions() as session:
-            rows = session.execute(
-                select(
-                    JobRow.team,
-                    JobRow.gpus,
-                    JobRow.nodes,
-                    AttemptRow.gpu_type,
-                    AttemptRow.pool,
-                    AttemptRow.borrowed,
-                )
-                .join(
-                    AttemptRow,
-                    and_(AttemptRow.job_id == JobRow.id, AttemptRow.number == JobRow.attempt),
-                )
-                .where(JobRow.status.in_(_ACTIVE))
-            ).all()
+            rows = queue.active_usage(session)
         for team, gpus, nodes, gpu_type, pool, lent in rows:
             used[team][gpu_type] += gpus * nodes
             borrowed[team][gpu_type] += lent
@@ -59,12 +43,7 @@ class TeamService:
 
     def _counts(self) -> dict[tuple[str, str], int]:
         with self._sessions() as session:
-            rows = session.execute(
-                select(JobRow.team, JobRow.status, func.count())
-                .where(JobRow.status.in_([JobStatus.QUEUED.value, *_ACTIVE]))
-                .group_by(JobRow.team, JobRow.status)
-            ).all()
-        return {(team, status): n for team, status, n in rows}
+            return queue.open_counts(session)
 
     def list(self, principal: Principal) -> TeamList:
         config = self._config()
