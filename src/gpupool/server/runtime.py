@@ -11,9 +11,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import Engine
-from sqlalchemy.orm import Session, sessionmaker
-
 from gpupool.auth.directory import Directory
 from gpupool.auth.identity import Authenticator
 from gpupool.auth.oidc import OidcValidator
@@ -30,7 +27,7 @@ from gpupool.server.services.audit import AuditService
 from gpupool.server.services.jobs import JobService
 from gpupool.server.services.teams import TeamService
 from gpupool.spec.models import ClusterConfig
-from gpupool.state.db import make_engine, session_factory, upgrade
+from gpupool.state.db import Engine, SessionFactory, make_engine, session_factory, upgrade
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +37,7 @@ class Runtime:
     settings: Settings
     config: ClusterConfig
     engine: Engine
-    sessions: sessionmaker[Session]
+    sessions: SessionFactory
     clock: Clock
     controller: Controller
     execution: ExecutionService
