@@ -9,7 +9,7 @@ from gpupool.config import ServerLimits
 from gpupool.server import errors
 from gpupool.server.audit import AuditMiddleware
 from gpupool.server.limits import BodyLimitMiddleware
-from gpupool.server.routes import artifacts, audit, cluster, health, jobs
+from gpupool.server.routes import artifacts, audit, cluster, config, health, jobs
 from gpupool.server.runtime import Runtime
 from gpupool.server.services.logs import FollowerSlots
 
@@ -30,6 +30,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(jobs.router)
     app.include_router(cluster.router)
     app.include_router(audit.router)
+    app.include_router(config.router)
     app.include_router(artifacts.router)
     # Every mutating request is recorded, including those refused before any route runs
     # (anonymous refusals are counted: see server.audit).

@@ -8,14 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from gpupool.auth.audit import OK, AuditEntry, operator_actor, record
 from gpupool.auth.tokens import IssuedToken, create_token, has_tokens
 from gpupool.config import Settings
 from gpupool.controller.clock import SystemClock
-from gpupool.core.errors import ConfigInvalid
+from gpupool.core.errors import ConfigInvalid, Conflict
 from gpupool.data.redaction import install_logging, uvicorn_log_config
 from gpupool.data.storage import ensure_team_layouts
 from gpupool.server.app import create_app
@@ -23,19 +21,17 @@ from gpupool.server.http_guard import guarded_protocol, raise_open_files_limit
 from gpupool.server.runtime import Runtime, build_runtime
 from gpupool.spec.load import load_config, parse_config
 from gpupool.spec.models import ClusterConfig
-from gpupool.state.db import make_engine, session_factory, upgrade
-from gpupool.state.models import ConfigRevisionRow
+from gpupool.state import config_store
+from gpupool.state.db import Sessions, make_engine, session_factory, upgrade
 
 log = logging.getLogger("gpupool.server")
 
 
-def latest_config(session: Session) -> ConfigRevisionRow | None:
-    return session.scalar(select(ConfigRevisionRow).order_by(ConfigRevisionRow.id.desc()).limit(1))
-
-
 def resolve_config(settings: Settings, config_path: Path | None) -> ClusterConfig:
-    """The configuration to run: ``config_path`` (validated, then stored as a new revision
-    when it changed) or else the last one stored. A file with problems raises
+    """The configuration to run: the newest version in the store. ``config_path`` seeds
+    version 1 when the store has none; once versions exist the stored one wins (changes go
+    through ``gpupool config apply``, so a restarted replica cannot undo them), and a file
+    that differs from it is reported in the log. A file with problems raises
     ``ConfigInvalid`` before the store is even opened: invalid config never reaches it."""
     config = text = None
     if config_path is not None:
@@ -45,28 +41,53 @@ def resolve_config(settings: Settings, config_path: Path | None) -> ClusterConfi
     try:
         upgrade(engine)
         sessions = session_factory(engine)
-        if config is not None and text is not None:
-            with sessions.begin() as session:
-                latest = latest_config(session)
-                if latest is None or latest.text != text:
-                    now = SystemClock().now()
-                    session.add(
-                        ConfigRevisionRow(applied_at=now, source=str(config_path), text=text)
-                    )
-                    action = AuditEntry(
-                        now, operator_actor(), "config.apply", OK, None, str(config_path)
-                    )
-                    record(session, action)
+        if config is not None and text is not None and _seed(sessions, text, str(config_path)):
             return config
         with sessions() as session:
-            latest = latest_config(session)
+            latest = config_store.current(session)
         if latest is None:
             raise ConfigInvalid(
                 "no configuration stored yet: start with --config FILE (e.g. examples/demo.yaml)"
             )
-        return parse_config(latest.text, latest.source)
+        if text is not None and latest.digest != config_store.digest(text):
+            log.warning(
+                "%s differs from the stored configuration (version %d, applied by %s); "
+                "running version %d. To change it: gpupool config apply %s",
+                config_path,
+                latest.version,
+                latest.applied_by,
+                latest.version,
+                config_path,
+            )
+        return parse_config(latest.text, f"configuration version {latest.version}")
     finally:
         engine.dispose()
+
+
+def _seed(sessions: Sessions, text: str, source: str) -> bool:
+    """Store ``text`` as version 1 if the store has no version yet; True if it did. Two
+    processes starting at once on a new store: one seeds, the other runs what it stored."""
+    try:
+        with sessions.begin() as session:
+            if config_store.current_version(session) > 0:
+                return False
+            now = SystemClock().now()
+            actor = operator_actor()
+            config_store.append(
+                session,
+                base=0,
+                text=text,
+                at=now,
+                applied_by=actor,
+                source=source,
+                summary="first version, from server --config",
+            )
+            record(
+                session, AuditEntry(now, actor, "config.apply", OK, None, f"version 1: {source}")
+            )
+    except Conflict:  # another process seeded it first
+        return False
+    return True
 
 
 def first_start_tokens(runtime: Runtime) -> list[IssuedToken]:

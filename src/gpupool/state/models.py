@@ -1,8 +1,8 @@
 """SQLAlchemy 2 models of the store.
 
 The store is the source of truth for jobs, attempts, handles, events and tokens. Teams,
-users and pools come from the applied cluster configuration, whose revisions are kept in
-``config_revisions``. Times are stored as timezone-aware UTC (see :class:`UTCDateTime`).
+users and pools come from the applied cluster configuration, whose versions are kept in
+``config_versions``. Times are stored as timezone-aware UTC (see :class:`UTCDateTime`).
 """
 
 from __future__ import annotations
@@ -182,12 +182,21 @@ class AuditRow(Base):
     status: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
-class ConfigRevisionRow(Base):
-    __tablename__ = "config_revisions"
+class ConfigVersionRow(Base):
+    """One applied cluster configuration (``state.config_store``). Rows are only inserted.
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    ``version`` is chosen by the writer as the current version + 1, so of two applies based
+    on the same version only one can be stored (the other's insert collides).
+    """
+
+    __tablename__ = "config_versions"
+
+    version: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     applied_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    applied_by: Mapped[str] = mapped_column(String(200))
     source: Mapped[str] = mapped_column(String(500))
+    digest: Mapped[str] = mapped_column(String(64))  # sha256 of ``text``
+    summary: Mapped[str] = mapped_column(String(500))
     text: Mapped[str] = mapped_column(Text)
 
 

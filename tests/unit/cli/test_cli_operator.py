@@ -12,7 +12,7 @@ from gpupool.cli.main import app
 from gpupool.config import Settings, sqlite_url
 from gpupool.server.serve import resolve_config
 from gpupool.state.db import make_engine, session_factory
-from gpupool.state.models import AuditRow, ConfigRevisionRow, TokenRow
+from gpupool.state.models import AuditRow, ConfigVersionRow, TokenRow
 
 runner = CliRunner()
 
@@ -59,7 +59,7 @@ def test_token_create_prints_a_token_and_stores_only_its_hash(home_with_config: 
     with session_factory(engine)() as session:
         row = session.scalars(select(TokenRow)).one()
         assert row.user == "alice" and token.split("_", 2)[2] not in row.secret_hash
-        assert session.scalar(select(func.count()).select_from(ConfigRevisionRow)) == 1
+        assert session.scalar(select(func.count()).select_from(ConfigVersionRow)) == 1
     engine.dispose()
     revoked = runner.invoke(app, ["token", "revoke", row.id, "--home", str(home_with_config)])
     assert revoked.exit_code == 0
