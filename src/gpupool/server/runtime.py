@@ -20,10 +20,14 @@ from gpupool.config import Settings
 from gpupool.controller.clock import Clock, SystemClock
 from gpupool.controller.execution import ExecutionService
 from gpupool.controller.loop import Controller
+from gpupool.core.errors import ConfigInvalid
 from gpupool.data.grants.issuer import GrantIssuer
 from gpupool.data.grants.local import KEY_FILE, Signer, signing_key
+from gpupool.data.storage import ensure_team_layouts
+from gpupool.server.live_config import LiveConfig
 from gpupool.server.services.artifacts import ArtifactService
 from gpupool.server.services.audit import AuditService
+from gpupool.server.services.config import ConfigService
 from gpupool.server.services.jobs import JobService
 from gpupool.server.services.teams import TeamService
 from gpupool.spec.models import ClusterConfig
@@ -47,6 +51,9 @@ class Runtime:
     auth: Authenticator = field(init=False)
     artifacts: ArtifactService = field(init=False)
     signer: Signer | None = None  # signs local grants; None: from the settings' key
+    # Keeps ``config`` current from the store's versions (None: a fixed configuration).
+    live: LiveConfig | None = None
+    config_service: ConfigService = field(init=False)
 
     def __post_init__(self) -> None:
         if self.signer is None:
@@ -73,9 +80,26 @@ class Runtime:
             limits=self.settings.limits,
         )
         self.teams = TeamService(self.sessions, self.current_config, self.controller.backoff.health)
+        if self.live is None:
+            self.live = LiveConfig(self.sessions, self.config)
+        self.config_service = ConfigService(
+            self.sessions, self.live, self.clock, self._prepare_storage, self.controller.wake
+        )
 
     def current_config(self) -> ClusterConfig:
+        """The configuration in force; picks up a version another process applied."""
+        if self.live is not None:
+            self.config = self.live.get()
         return self.config
+
+    def _prepare_storage(self, config: ClusterConfig) -> None:
+        """Create or repair the teams' storage trees of ``config`` (``data.storage``)."""
+        try:
+            ensure_team_layouts(config, self.settings.home)
+        except (OSError, ValueError) as exc:
+            raise ConfigInvalid(
+                f"cannot prepare team storage: {exc}; check storage.root and the teams' gids"
+            ) from exc
 
     def close(self) -> None:
         self.controller.stop()
@@ -138,12 +162,37 @@ def build_runtime(settings: Settings, config: ClusterConfig, clock: Clock | None
     sessions = session_factory(engine)
     clock = clock or SystemClock()
     runtime: Runtime
-    registry = Registry(lambda name: pool_bindings(runtime.config, settings.state_dir).get(name))
+    retired: dict[str, PoolBackend] = {}  # removed pools: still reachable to end their jobs
+    registry = Registry(
+        lambda name: (
+            pool_bindings(runtime.current_config(), settings.state_dir).get(name)
+            or retired.get(name)
+        )
+    )
     execution = ExecutionService(registry)
     signer = Signer(signing_key(settings.home, settings.grant_key))
     grants = GrantIssuer(settings.home, signer, settings.api_url, clock.now)
-    controller = Controller(sessions, lambda: runtime.config, execution, clock, grants)
+    controller = Controller(sessions, lambda: runtime.current_config(), execution, clock, grants)
     runtime = Runtime(
         settings, config, engine, sessions, clock, controller, execution, signer=signer
     )
+    live = runtime.live
+    assert live is not None  # made by Runtime when not given
+
+    def rebind(old: ClusterConfig, new: ClusterConfig) -> None:
+        before = pool_bindings(old, settings.state_dir)
+        after = pool_bindings(new, settings.state_dir)
+        for name, binding in before.items():
+            if name not in after:
+                retired[name] = binding  # its running jobs are still polled and cancelled
+            elif after[name] != binding:
+                registry.forget(name)  # the next call builds the adapter from the new options
+        for name in after:
+            retired.pop(name, None)
+
+    live.prepare.append(lambda _old, new: runtime._prepare_storage(new))
+    live.listeners.append(rebind)
+    live.listeners.append(lambda _old, _new: controller.wake())
+    live.refresh()  # the newest stored version, if the store has one
+    runtime.config = live.config
     return runtime
