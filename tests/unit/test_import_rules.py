@@ -93,3 +93,37 @@ def test_scheduler_and_core_read_no_clock_or_environment() -> None:
         if word in path.read_text(encoding="utf-8")
     ]
     assert hits == []
+
+
+# The store layer (issue 11): SQL lives in gpupool.state only, behind its repositories. Other
+# packages get Session, SessionFactory, Engine and IntegrityError from gpupool.state.db.
+STORE_LIBRARIES = {"sqlalchemy", "alembic"}
+
+
+def third_party_roots(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+    return found
+
+
+@pytest.mark.parametrize(
+    "package",
+    sorted(p.name for p in SRC.iterdir() if p.is_dir() and p.name not in {"state", "__pycache__"}),
+)
+def test_only_the_store_imports_sqlalchemy(package: str) -> None:
+    offenders = {
+        str(path.relative_to(SRC)): sorted(third_party_roots(path) & STORE_LIBRARIES)
+        for path in modules(package)
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_store_rule_sees_an_import(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from sqlalchemy.orm import Session\n", encoding="utf-8")
+    assert third_party_roots(module) & STORE_LIBRARIES == {"sqlalchemy"}
