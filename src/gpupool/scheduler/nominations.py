@@ -20,12 +20,24 @@ each nominated preemptor that is pending is decided, in the order they were deci
 own room given back to it:
 
 1. it fits outright: it is admitted (the room its victims freed is free for it now);
-2. it fits once those of its victims that are still ending have ended: it claims them (no other
-   job may wait on them), holds the free room it needs besides theirs, waits with PREEMPTING and
-   is nominated again; it picks no new victims;
-3. otherwise the nomination has lapsed (its victims ended and still it does not fit: capacity
-   went away or its quota changed; or they were never signalled): its room is free again, and
-   the job is decided with the others, as any job, and may preempt anew.
+2. it fits now, or once those of its victims that are still ending have ended, on the gpu type
+   it planned and with the cohort's quota it was granted: it is admitted, or it claims them (no
+   other job may wait on them), holds the free room it needs besides theirs, waits with
+   PREEMPTING and is nominated again; it picks no new victims. Its team's own limits (nominal,
+   borrowing limit) and, for a GPU-less job, its team's cap are checked again, but not the
+   cohort's idle quota: the borrowing was granted when it preempted, and a lender that took its
+   unused nominal back since (a team within its nominal is never refused) is repaired by
+   reclaim, as it would be had the victims ended at once. Checking it would void the
+   preemption: the victim would take its room back and the preemptor preempt it again;
+3. otherwise the nomination has lapsed (room went away, a quota was lowered, the cap stops a
+   GPU-less job, or its victims were never signalled): its room is free again, and the job is
+   decided with the others, as any job, and may preempt anew.
+
+So on a cluster whose capacity and quotas do not change a nomination never lapses, and a job
+makes at most one preemption decision while it waits (from entering the queue to its
+admission): no job is preempted twice by the same preemptor while it waits, and a run's
+preemption decisions are at most its preemptors' waits (the property of
+``tests/unit/scheduler/test_scheduler_preemption_bound.py``; ``docs/security.md``).
 
 A preemptor's plan was made after those of the preemptors decided before it, on the room they
 had not taken; holding every planned room until its owner's turn keeps that so in later cycles:
@@ -37,19 +49,22 @@ takes room or quota that one in case 2 counts on; each nominated preemptor is de
 is left out of the queues); it claims only terminating running jobs that its nomination names
 and no one claimed before. Nominations are honoured in the snapshot's order, so the result stays
 a function of the snapshot. Nominations of jobs that are not pending are ignored (the job was
-admitted, cancelled or has ended), and are not listed again.
+admitted, cancelled or has ended), and are not listed again; those the admission bound
+(``max_admissions``) leaves undecided are listed again unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpupool.core.quota import check_quota
+from gpupool.core.quota import QuotaVerdict, check_quota
 from gpupool.scheduler import reasons
 from gpupool.scheduler.assignment import (
     Assignment,
     FitMode,
     assign,
+    best_pick,
+    gpuless_fits,
     job_shape,
     resolve_gpu_types,
     usable_pools,
@@ -68,6 +83,11 @@ from gpupool.scheduler.snapshot import (
 from gpupool.scheduler.workspace import Simulation, Workspace
 
 Apply = Callable[[PendingJob, Assignment, Workspace], Admission]
+
+# What a nominated preemptor's own quota must still allow: its team's limits. The cohort's idle
+# quota it borrows was granted when it preempted; a lender that took its unused nominal back
+# since is repaired by reclaim, as it would be had the victims ended at once.
+_GRANTED = frozenset({QuotaVerdict.WITHIN_NOMINAL, QuotaVerdict.BORROWS, QuotaVerdict.COHORT_SHORT})
 
 
 def honour_nominations(
@@ -102,7 +122,10 @@ def honour_nominations(
         for room in held.pop(nomination.preemptor):
             room.pool.release(room.index, room.devices, room.cpus, room.memory_gb)
         if limit is not None and len(admissions) >= limit:
-            continue  # like the heads, not considered this cycle (its room is free again)
+            # Like the heads, not considered this cycle; nothing else is admitted or preempted
+            # in it either, so the nomination stands as it was for the next one.
+            nominated.append(nomination)
+            continue
         job = jobs[nomination.preemptor]
         types = resolve_gpu_types(job.gpu_types, policy.gpu_type_order, ws.gpu_types)
         outcome = assign(job, types, ws)
@@ -117,11 +140,14 @@ def honour_nominations(
             and victim.terminating
             and victim.id not in ws.claimed
         ]
-        plan = _wait_for(job, types, ending, ws)
+        plan = _as_planned(job, nomination, types, ending, ws)
         if plan is None:
             continue  # lapsed: decided with the others
-        nominated.append(preemptor.commit(job, plan))
-        pending[job.id] = (reasons.preempting(plan.gpu_type, 0, len(plan.ending)),)
+        if plan.mode is FitMode.FIT:
+            admissions.append(apply(job, plan, ws))
+        else:
+            nominated.append(preemptor.commit(job, plan))
+            pending[job.id] = (reasons.preempting(plan.gpu_type, 0, len(plan.ending)),)
         decided.add(job.id)
     return frozenset(decided)
 
@@ -149,16 +175,23 @@ def _hold(
     return holds
 
 
-def _wait_for(
-    job: PendingJob, types: tuple[str, ...], ending: list[RunningJob], ws: Workspace
+def _as_planned(
+    job: PendingJob,
+    nomination: Nomination,
+    types: tuple[str, ...],
+    ending: list[RunningJob],
+    ws: Workspace,
 ) -> Assignment | None:
-    """A PREEMPT plan waiting for ``ending`` (nothing new preempted) when the job fits, room
-    and quota, once they have ended; else None."""
-    if not ending:
-        return None
-    gpu_type = ending[0].gpu_type
+    """The job on the gpu type its nomination planned, with the cohort's share it was granted:
+    FIT where it fits now, a PREEMPT plan waiting for ``ending`` (nothing new preempted) where
+    it fits once they have ended; None (lapsed) where room, its team's own limits or, for a
+    GPU-less job, its team's cap stop it."""
+    pool = ws.pool_named(nomination.pool)
+    gpu_type = pool.view.gpu_type if pool is not None else ending[0].gpu_type if ending else ""
     if gpu_type not in types or any(victim.gpu_type != gpu_type for victim in ending):
         return None  # one preemption frees one gpu type; anything else was not decided here
+    if not gpuless_fits(job, gpu_type, ws):
+        return None  # the cap is hard: holding room for it would only keep others out
     shape = job_shape(job)
     with Simulation(ws) as sim:
         for victim in ending:
@@ -166,7 +199,12 @@ def _wait_for(
         if not any(pool.pick(shape) for pool in usable_pools(job.team, shape, gpu_type, ws)):
             return None
         quota, used = ws.quota(job.team, gpu_type), ws.used(job.team, gpu_type)
-        balance = ws.cohort_balance(job.team, gpu_type)
-        if not check_quota(quota, used, job.total_gpus, balance).fits:
+        check = check_quota(quota, used, job.total_gpus, ws.cohort_balance(job.team, gpu_type))
+        if check.verdict not in _GRANTED:
             return None
-    return Assignment(FitMode.PREEMPT, gpu_type=gpu_type, ending=tuple(ending))
+    if ending:
+        return Assignment(FitMode.PREEMPT, gpu_type=gpu_type, ending=tuple(ending))
+    picks = [p for room in usable_pools(job.team, shape, gpu_type, ws) if (p := room.pick(shape))]
+    return Assignment(
+        FitMode.FIT, gpu_type=gpu_type, pick=best_pick(job.id, picks), borrowed=check.borrowed
+    )

@@ -136,8 +136,9 @@ class Preemptor:
 
     def commit(self, job: PendingJob, plan: Assignment) -> Nomination:
         """Claim a PREEMPT plan: hold the free room the job needs besides its victims', and move
-        the quota to the future state (see :mod:`gpupool.scheduler.workspace`). Returns what the
-        next cycles owe the job (:mod:`gpupool.scheduler.nominations`)."""
+        the quota (and a GPU-less job's charge against its team's cap) to the future state (see
+        :mod:`gpupool.scheduler.workspace`). Returns what the next cycles owe the job
+        (:mod:`gpupool.scheduler.nominations`)."""
         ws, shape, f = self._ws, job_shape(job), plan.gpu_type
         claimed = [*plan.victims, *plan.ending]
         with Simulation(ws) as sim:
@@ -161,6 +162,8 @@ class Preemptor:
             memory = shape.memory_gb - (memory_then - node.free_memory_gb)
             pick.pool.hold(index, devices, cpus, memory)
             placements.append(Placement(node.view.name, devices))
+        if shape.gpus == 0:
+            ws.charge_gpuless(job.team, f, shape)
         ws.claim(job.team, f, job.total_gpus, claimed)
         victims = tuple(victim.id for victim in claimed)
         return Nomination(job.id, victims, pick.pool.name, tuple(placements))

@@ -12,12 +12,13 @@ Invariants:
   at its current usage (see :mod:`gpupool.core.quota`); :meth:`apply` keeps it so.
 * ``gpuless_used(team, gpu_type)`` is the ``(CPUs, GB)`` the team's GPU-less jobs on the type
   count against its cap (:func:`~gpupool.core.quota.gpuless_charge`): its running ones plus
-  this cycle's GPU-less admissions. Built at the first GPU-less decision of the cycle (most
-  cycles have none, and then no pass over the running jobs is made). Unlike GPU usage it stays
-  in the present state: a claim does not move it (victims hold their CPUs until they end, and
-  a GPU-less preemptor counts once admitted), so the cap is never exceeded, at the price of
-  waiting a cycle longer. An admission moves ``quota_epoch`` of its team and type, so answers
-  remembered on it stay exact.
+  this cycle's GPU-less admissions and GPU-less preemptors' claims. Built at the first
+  GPU-less decision of the cycle (most cycles have none, and then no pass over the running jobs
+  is made). Unlike GPU usage it is never lowered ahead of time: a claim does not take its
+  victims' charge off (they hold their CPUs until they end) but adds a GPU-less preemptor's
+  own (:meth:`charge_gpuless`), so the cap is never exceeded and no other job of the team takes
+  the share of it the preemptor counts on. An admission or a claim moves ``quota_epoch`` of its
+  team and type, so answers remembered on it stay exact.
 * Quota is kept in the *future* state: once a preemptor claims its victims (:meth:`claim`),
   the victims' GPUs no longer count for their teams and the preemptor's do count for its own,
   although the preemptor is not admitted. Room is kept in the *present* state: victims still
@@ -332,6 +333,17 @@ class Workspace:
         self.admitted.append((pool.name, placements, shape.cpus, shape.memory_gb, ends_by))
         self._moved(team, gpu_type)
         return placements
+
+    def charge_gpuless(self, team: str, gpu_type: str, shape: Shape) -> None:
+        """A GPU-less preemptor of ``team`` claimed its victims: its charge counts against the
+        team's cap from now on, so that no later decision gives the team's share of the cap it
+        counts on to another of the team's GPU-less jobs (its victims keep theirs until they
+        end, so the cap is never exceeded)."""
+        held = self._gpuless_held()
+        cpus, memory = held.get((team, gpu_type), (0.0, 0.0))
+        more = gpuless_charge(shape.cpus, shape.memory_gb, shape.nodes)
+        held[(team, gpu_type)] = (cpus + more[0], memory + more[1])
+        self._moved(team, gpu_type)
 
     def claim(self, team: str, gpu_type: str, need: int, victims: list[RunningJob]) -> None:
         """A preemptor of ``team`` counts on ``victims`` ending: move the quota to the future.

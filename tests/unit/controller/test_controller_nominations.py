@@ -14,14 +14,8 @@ the jobs preempted are at most ``preemption_budget`` per decision.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
-
-import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from gpupool.backends.base import AdapterContext
 from gpupool.backends.fake import DURATION_ENV, FakeCluster
@@ -32,16 +26,8 @@ from gpupool.controller.execution import ExecutionService
 from gpupool.controller.loop import Controller
 from gpupool.scheduler import (
     CycleResult,
-    NodeView,
-    Nomination,
-    PendingJob,
     Policy,
-    PoolView,
-    QuotaView,
-    RunningJob,
     Snapshot,
-    TeamView,
-    run_cycle,
 )
 from gpupool.spec.models import (
     ClusterConfig,
@@ -57,165 +43,7 @@ from gpupool.state.db import make_engine, session_factory, upgrade
 from gpupool.state.models import AttemptRow, JobRow
 from sim.test_sim_controller_parity import EPOCH, VirtualClock, _settle
 from support.rows import queued_job
-
-
-def one_decision_per_wait(results: Iterable[CycleResult]) -> tuple[int, int]:
-    """Fail unless every preemptor's preemptions fall in one cycle per wait (and so no job is
-    preempted twice by one preemptor while it waits); (decisions, preemptions) of the run."""
-    waiting: dict[str, tuple[int, set[str]]] = {}  # preemptor -> (its cycle, victims) this wait
-    decisions = preemptions = 0
-    for cycle, result in enumerate(results):
-        for p in result.preemptions:
-            preemptions += 1
-            known = waiting.get(p.preemptor_id)
-            if known is None:
-                decisions += 1
-                known = waiting[p.preemptor_id] = (cycle, set())
-            assert known[0] == cycle, (
-                f"{p.preemptor_id} preempted in cycles {known[0]} and {cycle} of one wait"
-            )
-            assert p.job_id not in known[1], f"{p.job_id} preempted twice by {p.preemptor_id}"
-            known[1].add(p.job_id)
-        for admission in result.admissions:
-            waiting.pop(admission.job_id, None)
-    return decisions, preemptions
-
-
-# --- the property: random borrowing workloads, victims that take cycles to end ----------------
-
-
-@dataclass
-class Job:
-    pending: PendingJob
-    duration: int  # cycles it runs once admitted
-    running: RunningJob | None = None
-    ends_at: int = 0  # the cycle before which it ends (natural end, or killed)
-    killed: bool = False
-
-
-def world(
-    nodes: int,
-    teams: dict[str, int],
-    jobs: Sequence[tuple[int, str, int, int, int]],  # (arrival, team, gpus, priority, duration)
-    grace: Sequence[int],
-    policy: Policy,
-    nominate: bool = True,
-    cycles: int = 300,
-) -> list[CycleResult]:
-    """Run ``run_cycle`` once per cycle over a small world: jobs arrive, run their duration and
-    end; a victim ends ``grace[i]`` cycles after its preemption (0: before the next cycle) and
-    is queued again with its submit time. Returns every cycle's result."""
-    team_views = {
-        name: TeamView(name, "research", quota={"h100": QuotaView(nominal)})
-        for name, nominal in teams.items()
-    }
-    all_jobs = [
-        Job(PendingJob(f"j{i:02d}", team, prio, float(at), gpus), duration)
-        for i, (at, team, gpus, prio, duration) in enumerate(jobs)
-    ]
-    queued: dict[str, Job] = {}
-    active: dict[str, Job] = {}
-    results: list[CycleResult] = []
-    nominations: tuple[Nomination, ...] = ()
-    kills = 0
-    for t in range(cycles):
-        for job in all_jobs:
-            if job.pending.submitted_at == t:
-                queued[job.pending.id] = job
-        for job in [j for j in active.values() if j.ends_at <= t]:
-            del active[job.pending.id]
-            if job.killed:
-                job.pending = replace(job.pending, queued_at=float(t))
-                queued[job.pending.id] = job
-            job.running, job.killed = None, False
-        if not queued and not active and t > max(at for at, *_ in jobs):
-            break
-        views = []
-        for n in range(nodes):
-            used = {
-                d
-                for j in active.values()
-                for p in j.running.placements  # type: ignore[union-attr]
-                if p.node == f"n{n}"
-                for d in p.devices
-            }
-            views.append(NodeView(f"n{n}", 4, 64.0, 256.0, frozenset(used)))
-        pending_jobs = tuple(j.pending for j in queued.values())
-        snapshot = Snapshot(
-            now=float(t),
-            pools=(PoolView("p", "h100", "fake", tuple(views)),),
-            teams=team_views,
-            running=tuple(j.running for j in active.values() if j.running is not None),
-            pending=pending_jobs,
-            nominations=nominations if nominate else (),
-        )
-        result = run_cycle(snapshot, policy)
-        nominations = result.nominations
-        results.append(result)
-        for admission in result.admissions:
-            job = queued.pop(admission.job_id)
-            job.running = RunningJob(
-                job.pending.id,
-                job.pending.team,
-                job.pending.priority,
-                "h100",
-                "p",
-                admission.placements,
-                started_at=float(t),
-            )
-            job.ends_at = t + job.duration
-            active[job.pending.id] = job
-        for preemption in result.preemptions:
-            job = active[preemption.job_id]
-            assert job.running is not None and not job.running.terminating
-            job.running = replace(job.running, terminating=True)
-            kill_at = t + 1 + grace[kills % len(grace)]
-            kills += 1
-            if kill_at < job.ends_at:
-                job.ends_at, job.killed = kill_at, True
-    return results
-
-
-@st.composite
-def workloads(draw: st.DrawFn) -> tuple:  # type: ignore[type-arg]
-    """Teams of one cohort lending and borrowing (nominal 0 to the whole cluster each), one
-    priority: the preemptions are reclaims of lent quota, as in the issue's scenario."""
-    nodes = draw(st.integers(1, 2))
-    names = ["team-a", "team-b", "team-c"][: draw(st.integers(2, 3))]
-    capacity = 4 * nodes
-    nominal = {name: draw(st.integers(0, capacity)) for name in names}
-    job = st.tuples(
-        st.integers(0, 12),
-        st.sampled_from(names),
-        st.sampled_from([1, 1, 2, 4]),
-        st.just(0),
-        st.integers(1, 8),
-    )
-    jobs = draw(st.lists(job, min_size=4, max_size=24))
-    grace = draw(st.lists(st.integers(0, 3), min_size=1, max_size=5))
-    policy = Policy(preemption_budget=draw(st.sampled_from([None, 1, 10])))
-    return nodes, nominal, jobs, grace, policy
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(workloads())
-def test_a_preemptor_preempts_once_while_it_waits(workload: tuple) -> None:  # type: ignore[type-arg]
-    nodes, nominal, jobs, grace, policy = workload
-    results = world(nodes, nominal, jobs, grace, policy)
-    decisions, preemptions = one_decision_per_wait(results)
-    assert preemptions <= decisions * (policy.preemption_budget or len(jobs))
-
-
-def test_the_property_finds_the_livelock_without_nominations() -> None:
-    """The checker is not vacuous: without nominations the world fails it (found by the
-    property on the code before the fix): team-c reclaims team-b's borrowed GPU twice."""
-    jobs = [(0, "team-a", 1, 0, 1), (0, "team-b", 4, 0, 3), (0, "team-b", 1, 0, 1)]
-    jobs.append((0, "team-c", 1, 0, 1))
-    args = (1, {"team-a": 0, "team-b": 1, "team-c": 3}, jobs, [0], Policy())
-    with pytest.raises(AssertionError, match="preempted in cycles"):
-        one_decision_per_wait(world(*args, nominate=False))
-    one_decision_per_wait(world(*args))
-
+from unit.scheduler.test_scheduler_preemption_bound import one_decision_per_wait
 
 # --- the issue's scenario through the controller ----------------------------------------------
 

@@ -14,8 +14,17 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from gpupool.scheduler import Nomination, Parking, Policy, Snapshot, run_cycle
-from gpupool.scheduler.snapshot import ReasonCode
+from gpupool.scheduler import (
+    Nomination,
+    Parking,
+    PendingJob,
+    Placement,
+    Policy,
+    RunningJob,
+    Snapshot,
+    run_cycle,
+)
+from gpupool.scheduler.snapshot import QuotaView, ReasonCode
 from unit.scheduler.test_scheduler_preemption import job, node, occupied, pool, quota, run, team
 
 NODE = (pool("h100-a", "h100", node("h1", 4)),)
@@ -26,7 +35,7 @@ TEAMS = (
 # team-x (nominal 4) and team-c (nominal 1) are in no cohort: team-c competes for room only.
 OWN = (team("team-x", history=100.0, h100=quota(4)), team("team-c", h100=quota(1)))
 PREEMPTING, CAPACITY = ReasonCode.PREEMPTING, ReasonCode.CAPACITY
-COHORT = ReasonCode.COHORT
+COHORT, QUOTA = ReasonCode.COHORT, ReasonCode.QUOTA
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,50 @@ VICTIM_ENDING = dict(
         run("v", "team-x", "h1", (2,), started=50.0, terminating=True),
     ),
     pending=(job("p", "team-x", 2, priority=10, at=50.0), job("c1", "team-c", 1, at=60.0)),
+)
+
+# p (priority 10) of team-b preempted its teammate v to run 3 GPUs, borrowing one from team-a's
+# unused nominal; a1 of team-a, within its nominal, has taken that quota back since (a team
+# within nominal is never refused by the cohort). v has ended and is queued again.
+LENDER_CAME_BACK = dict(
+    teams=(team("team-a", "research", h100=quota(1)), team("team-b", "research", h100=quota(2))),
+    running=(run("a1", "team-a", "h1", (0,)),),
+    pending=(
+        job("v", "team-b", 1, at=0.0, requeued_at=99.0),
+        job("p", "team-b", 3, priority=10, at=50.0),
+    ),
+)
+# p, GPU-less (8 CPUs), preempted v of team-c for CPUs of h1; g, a GPU-less job of p's team-x,
+# now holds what is left of team-x's cap of 8 CPUs. c1 of team-c wants the 4 free CPUs.
+
+
+def _gpuless_run(
+    job_id: str, team_name: str, cpus: float, terminating: bool = False, node_name: str = "h1"
+) -> RunningJob:
+    placements = (Placement(node_name, ()),)
+    return RunningJob(
+        job_id, team_name, 0, "h100", "h100-a", placements, cpus, 0.0, 10.0, terminating
+    )
+
+
+def _gpuless(
+    job_id: str, team_name: str, cpus: float, priority: int = 0, at: float = 50.0
+) -> PendingJob:
+    return PendingJob(job_id, team_name, priority, at, 0, cpus=cpus)
+
+
+GPULESS_CAPPED = dict(
+    teams=(
+        team("team-x", h100=QuotaView(4, cpus=8.0)),
+        team("team-c", h100=quota(1)),
+    ),
+    running=(
+        _gpuless_run("g", "team-x", 4.0),
+        _gpuless_run("o", "team-c", 20.0),
+        _gpuless_run("v", "team-c", 4.0, terminating=True),
+    ),
+    pending=(_gpuless("p", "team-x", 8.0, priority=10), _gpuless("c1", "team-c", 4.0)),
+    nominations=(Nomination("p", ("v",), "h100-a", (Placement("h1", ()),)),),
 )
 
 CASES = [
@@ -149,6 +202,33 @@ CASES = [
         ),
         id="a victim that was never signalled is not waited on: it is preempted now",
     ),
+    pytest.param(
+        Case(
+            **LENDER_CAME_BACK,
+            want_admitted={"v": (1,)},
+            want_pending={"p": {COHORT}},
+        ),
+        id="without a nomination the victim takes its room back once a lender took its "
+        "quota back (the preemptor would preempt it again)",
+    ),
+    pytest.param(
+        Case(
+            **LENDER_CAME_BACK,
+            nominations=(Nomination("p", ("v",), "h100-a", (Placement("h1", (1, 2, 3)),)),),
+            want_admitted={"p": (1, 2, 3)},
+            want_pending={"v": {COHORT}},
+        ),
+        id="a lender that took back the quota a preemptor borrows does not void its "
+        "preemption: it starts on the room its victim freed",
+    ),
+    pytest.param(
+        Case(
+            **GPULESS_CAPPED,
+            want_admitted={"c1": ()},
+            want_pending={"p": {QUOTA}},
+        ),
+        id="a GPU-less preemptor its team's cap now stops holds no room: the nomination lapses",
+    ),
 ]
 
 
@@ -164,6 +244,22 @@ def test_nominations(case: Case) -> None:
     assert run_cycle(snapshot, Policy(), Parking()) == result
 
 
+def test_a_nomination_not_considered_for_the_admission_bound_stands() -> None:
+    """``max_admissions`` reached before a nominated preemptor's turn: the cycle decides nothing
+    more, and the nomination is listed again as it was (dropped, the next cycle would decide
+    the preemptor as any job, free to preempt again)."""
+    case = Case(**VICTIM_ENDED, nominations=())
+    first, second = Nomination("q", ("w",)), Nomination("p", ("v",), "h100-a")
+    snapshot = replace(
+        case.snapshot(),
+        pending=(*case.pending, job("q", "team-b", 1, at=40.0)),
+        nominations=(first, second),
+    )
+    result = run_cycle(snapshot, Policy(max_admissions=1))
+    assert [a.job_id for a in result.admissions] == ["q"]
+    assert result.nominations == (second,)
+
+
 def test_nominated_preemptors_go_in_the_order_they_were_decided() -> None:
     """Two preemptors owed room that fits one of them: the earlier nomination wins."""
     case = Case(**VICTIM_ENDED, nominations=())
@@ -177,3 +273,30 @@ def test_nominated_preemptors_go_in_the_order_they_were_decided() -> None:
         )
         result = run_cycle(nominated, Policy())
         assert [a.job_id for a in result.admissions] == [first]
+
+
+def test_a_gpuless_preemptor_keeps_its_share_of_the_cap() -> None:
+    """A GPU-less preemptor's claim counts against its team's cap at once: another GPU-less
+    job of the team cannot take the share it counts on while its victim ends (that would void
+    the preemption, and the preemptor preempt again later)."""
+    pools = occupied(
+        (pool("h100-a", "h100", node("h1", cpus=32), node("h2", cpus=32)),),
+        running := (
+            RunningJob("v", "team-c", 0, "h100", "h100-a", (Placement("h1", (0,)),), 28.0),
+            _gpuless_run("w", "team-z", 28.0, node_name="h2"),
+        ),
+    )
+    snapshot = Snapshot(
+        now=100.0,
+        pools=pools,
+        teams={
+            "team-x": team("team-x", "research", h100=QuotaView(4, cpus=8.0)),
+            "team-c": team("team-c", "research", h100=quota(0)),
+        },
+        running=running,
+        pending=(_gpuless("p", "team-x", 8.0, at=10.0), _gpuless("g", "team-x", 4.0, at=20.0)),
+    )
+    result = run_cycle(snapshot, Policy())
+    assert {p.job_id: p.preemptor_id for p in result.preemptions} == {"v": "p"}
+    assert result.admissions == ()
+    assert {r.code for r in result.pending["g"]} == {QUOTA}
