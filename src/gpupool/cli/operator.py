@@ -130,7 +130,9 @@ def token_revoke(
     typer.echo(f"revoked {token_id}")
 
 
-config_app = typer.Typer(help="Check cluster configuration files.")
+config_app = typer.Typer(
+    help="Check cluster configuration files; diff, apply and list the running versions."
+)
 
 
 @config_app.command("validate")
@@ -152,3 +154,6 @@ def register(app: typer.Typer) -> None:
     app.command("server")(server)
     app.add_typer(token_app, name="token")
     app.add_typer(config_app, name="config")
+    from gpupool.cli import config_live  # diff, apply, history: through the API
+
+    config_live.register(config_app)

@@ -87,6 +87,11 @@ def detail_lines(details: Any) -> list[str]:
             parts = where[1:] if where and where[0] in ("body", "query", "path") else where
             where = ".".join(str(part) for part in parts)
         message = item.get("message") or item.get("msg") or json.dumps(item)
+        if item.get("hint"):  # a configuration problem: say how to fix it, as validate does
+            message = f"{message} — hint: {item['hint']}"
+        if item.get("file"):  # ... and where, as FILE:LINE
+            line = f":{item['line']}" if item.get("line") else ""
+            where = f"{item['file']}{line}: {where}" if where else f"{item['file']}{line}"
         lines.append(f"{where}: {message}" if where else str(message))
     return lines
 

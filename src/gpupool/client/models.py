@@ -169,6 +169,59 @@ class AuditPage(ReadModel):
     next_cursor: str | None = None
 
 
+class ConfigChange(ReadModel):
+    """One change of a configuration diff; ``text`` is it as one readable line."""
+
+    kind: str = ""
+    section: str = ""
+    name: str = ""
+    path: list[str] = Field(default_factory=list)
+    old: Any = None
+    new: Any = None
+    text: str = ""
+
+
+class JobInUse(ReadModel):
+    """A queued or running job of a team or pool that a configuration change removes."""
+
+    id: str
+    team: str = ""
+    status: str = ""
+    pool: str | None = None
+
+
+class ConfigDiff(ReadModel):
+    """``POST /v1/config/diff``: what a file would change against ``base_version``."""
+
+    base_version: int = 0
+    changes: list[ConfigChange] = Field(default_factory=list)
+    text: str = ""
+    summary: str = ""
+    jobs_in_use: list[JobInUse] = Field(default_factory=list)
+
+
+class ConfigVersion(ReadModel):
+    """One stored configuration version (``yaml`` only from ``GET /v1/config``)."""
+
+    version: int
+    applied_at: datetime | None = None
+    applied_by: str = ""
+    source: str = ""
+    summary: str = ""
+    digest: str = ""
+    yaml: str | None = None
+
+
+class ConfigApplied(ReadModel):
+    """``POST /v1/config``: the version now in force; ``applied`` is False for no change."""
+
+    version: int
+    applied: bool = False
+    diff: ConfigDiff = Field(default_factory=ConfigDiff)
+    failed_jobs: int = 0
+    cancelled_jobs: int = 0
+
+
 def dump(model: BaseModel) -> dict[str, Any]:
     """JSON-ready dict of a read model (datetimes as ISO strings)."""
     return model.model_dump(mode="json")

@@ -23,6 +23,9 @@ from gpupool.client.errors import display_url, map_transport_errors, raise_for_r
 from gpupool.client.models import (
     AuditEntry,
     AuditPage,
+    ConfigApplied,
+    ConfigDiff,
+    ConfigVersion,
     Job,
     Page,
     Pool,
@@ -228,6 +231,33 @@ class Client:
             if not page.next_cursor:
                 return
             cursor = page.next_cursor
+
+    # -- configuration (platform admins) -----------------------------------------------------
+
+    def config(self) -> ConfigVersion:
+        """The configuration version in force, with its YAML."""
+        return ConfigVersion.model_validate(self._request("GET", f"{wire.API}/config"))
+
+    def config_versions(self, limit: int = 50) -> list[ConfigVersion]:
+        """Stored versions, newest first."""
+        body = self._request("GET", f"{wire.API}/config/versions", params={"limit": limit})
+        return [ConfigVersion.model_validate(item) for item in body.get("items", [])]
+
+    def config_diff(self, yaml_text: str, source: str = "") -> ConfigDiff:
+        """What ``yaml_text`` would change; ``base_version`` is what an apply must pass."""
+        body = {"yaml": yaml_text, "source": source}
+        return ConfigDiff.model_validate(
+            self._request("POST", f"{wire.API}/config/diff", json=body)
+        )
+
+    def apply_config(
+        self, yaml_text: str, base_version: int, *, source: str = "", force: bool = False
+    ) -> ConfigApplied:
+        """Store ``yaml_text`` as the next version. ``Conflict`` when ``base_version`` is no
+        longer current or jobs use a removed team or pool (``force`` settles them);
+        ``ConfigInvalid`` listing every problem of the file."""
+        body = {"yaml": yaml_text, "base_version": base_version, "source": source, "force": force}
+        return ConfigApplied.model_validate(self._request("POST", f"{wire.API}/config", json=body))
 
     # -- plumbing --------------------------------------------------------------------------
 
