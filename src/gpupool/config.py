@@ -158,16 +158,48 @@ class Settings:
     public_url: str | None = None
     # Signs local grants; several API replicas must share it. None: <home>/grant.key.
     grant_key: str | None = field(default=None, repr=False)
+    # TLS served by uvicorn itself; None: plain HTTP (or TLS ended at a reverse proxy).
+    tls: TlsFiles | None = None
     limits: ServerLimits = ServerLimits()
 
     @property
     def api_url(self) -> str:
-        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+        scheme = "https" if self.tls else "http"
+        return (self.public_url or f"{scheme}://{self.host}:{self.port}").rstrip("/")
 
     @property
     def state_dir(self) -> Path:
         """Where backends keep per-attempt state (work dirs, logs, handles)."""
         return self.home / "runs"
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """The server's certificate chain and private key (PEM), handed to uvicorn."""
+
+    certfile: Path
+    keyfile: Path
+
+
+def load_tls(env: Mapping[str, str], overrides: Mapping[str, object]) -> TlsFiles | None:
+    """``GPUPOOL_SSL_CERTFILE`` and ``GPUPOOL_SSL_KEYFILE`` (``--ssl-certfile``,
+    ``--ssl-keyfile``): both or neither, and both readable files."""
+    names = {"certfile": "GPUPOOL_SSL_CERTFILE", "keyfile": "GPUPOOL_SSL_KEYFILE"}
+    given = {
+        key: str(overrides.get(f"ssl_{key}") or env.get(variable, "")).strip()
+        for key, variable in names.items()
+    }
+    if not any(given.values()):
+        return None
+    for key, variable in names.items():
+        if not given[key]:
+            raise ConfigInvalid(
+                f"{variable} (--ssl-{key}) is not set: TLS needs both the certificate and "
+                "its private key; set both, or neither for plain HTTP"
+            )
+        if not Path(given[key]).is_file():
+            raise ConfigInvalid(f"{variable} (--ssl-{key}): no file at {given[key]}")
+    return TlsFiles(Path(given["certfile"]).absolute(), Path(given["keyfile"]).absolute())
 
 
 def sqlite_url(home: Path) -> str:
@@ -177,7 +209,7 @@ def sqlite_url(home: Path) -> str:
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Settings from ``GPUPOOL_HOME``, ``GPUPOOL_DATABASE_URL``, ``GPUPOOL_HOST``,
     ``GPUPOOL_PORT``, ``GPUPOOL_LOG_LEVEL``, ``GPUPOOL_PUBLIC_URL`` and
-    ``GPUPOOL_GRANT_KEY``; keyword overrides (CLI flags) win.
+    ``GPUPOOL_GRANT_KEY``; keyword overrides (CLI flags) win. TLS: :func:`load_tls`.
 
     Identity: ``GPUPOOL_DIRECTORY_FILE`` and the ``GPUPOOL_OIDC_*`` of :class:`OidcSettings`.
     Limits: the variables of :data:`LIMIT_VARIABLES` (:class:`ServerLimits`)."""
@@ -197,5 +229,6 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
         directory_file=Path(directory).absolute() if directory else None,
         public_url=env.get("GPUPOOL_PUBLIC_URL") or None,
         grant_key=env.get("GPUPOOL_GRANT_KEY") or None,
+        tls=load_tls(env, overrides),
         limits=load_limits(env),
     )

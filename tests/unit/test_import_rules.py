@@ -38,9 +38,9 @@ FORBIDDEN = {
     "client": {"server", "state", "controller", "scheduler", "backends", "auth", "spec"},
 }
 # The CLI's user commands speak to the server through the SDK only; operator commands
-# (server, token, config) work on the local store and simulate runs the simulator in-process;
-# they import lazily inside functions.
-CLI_EXEMPT = {"operator.py", "simulate.py"}
+# (server, token, config; db; doctor) work on the local store and simulate runs the simulator
+# in-process; they import lazily inside functions.
+CLI_EXEMPT = {"operator.py", "db.py", "doctor.py", "simulate.py"}
 
 
 def imported_packages(path: Path) -> set[str]:

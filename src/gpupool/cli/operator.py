@@ -49,13 +49,28 @@ def server(
     port: Annotated[int | None, typer.Option(help="Port (default 8080).")] = None,
     home: HomeOption = None,
     log_level: Annotated[str | None, typer.Option(help="debug, info, warning, error.")] = None,
+    ssl_certfile: Annotated[
+        Path | None,
+        typer.Option(help="PEM certificate (chain): serve HTTPS. Default: $GPUPOOL_SSL_CERTFILE."),
+    ] = None,
+    ssl_keyfile: Annotated[
+        Path | None,
+        typer.Option(help="PEM private key of --ssl-certfile. Default: $GPUPOOL_SSL_KEYFILE."),
+    ] = None,
 ) -> None:
     """Run the control plane (API + scheduler) on this machine."""
     from gpupool.core.errors import ConfigInvalid
     from gpupool.server.serve import serve
     from gpupool.spec.problems import format_problems
 
-    settings = _settings(home=home, host=host, port=port, log_level=log_level)
+    settings = _settings(
+        home=home,
+        host=host,
+        port=port,
+        log_level=log_level,
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
+    )
     try:
         serve(settings, config, echo=typer.echo)
     except ConfigInvalid as exc:
@@ -113,18 +128,21 @@ def token_revoke(
     from gpupool.auth.audit import OK, AuditEntry, operator_actor, record
     from gpupool.auth.tokens import revoke_token
     from gpupool.controller.clock import SystemClock
-    from gpupool.core.errors import NotFound
-    from gpupool.state.db import make_engine, session_factory, upgrade
+    from gpupool.core.errors import ConfigInvalid, NotFound
+    from gpupool.state.db import make_engine, session_factory
+    from gpupool.state.schema import ensure_schema
 
     engine = make_engine(_settings(home=home).database_url)
-    upgrade(engine)
     try:
+        ensure_schema(engine)
         with session_factory(engine).begin() as session:
             now = SystemClock().now()
             revoke_token(session, token_id, now)
             record(session, AuditEntry(now, operator_actor(), "token.revoke", OK, token_id))
     except NotFound as exc:
         raise _fail(exc.message, 3) from None
+    except ConfigInvalid as exc:  # the store's schema is not current
+        raise _fail(exc.message) from None
     finally:
         engine.dispose()
     typer.echo(f"revoked {token_id}")

@@ -31,7 +31,8 @@ from gpupool.server.services.config import ConfigService
 from gpupool.server.services.jobs import JobService
 from gpupool.server.services.teams import TeamService
 from gpupool.spec.models import ClusterConfig
-from gpupool.state.db import Engine, SessionFactory, make_engine, session_factory, upgrade
+from gpupool.state.db import Engine, SessionFactory, make_engine, session_factory
+from gpupool.state.schema import ensure_schema
 
 log = logging.getLogger(__name__)
 
@@ -155,10 +156,11 @@ def _narrow(path: Path, remove: int) -> None:
 
 
 def build_runtime(settings: Settings, config: ClusterConfig, clock: Clock | None = None) -> Runtime:
-    """Migrate the store and wire the services; the controller is not started yet."""
+    """Check the store's schema (a fresh store is created; an older one is refused, see
+    ``state.schema``) and wire the services; the controller is not started yet."""
     private_home(settings.home, settings.state_dir)
     engine = make_engine(settings.database_url)
-    upgrade(engine)
+    ensure_schema(engine)
     sessions = session_factory(engine)
     clock = clock or SystemClock()
     runtime: Runtime

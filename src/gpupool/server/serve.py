@@ -22,7 +22,8 @@ from gpupool.server.runtime import Runtime, build_runtime
 from gpupool.spec.load import load_config, parse_config
 from gpupool.spec.models import ClusterConfig
 from gpupool.state import config_store
-from gpupool.state.db import Sessions, make_engine, session_factory, upgrade
+from gpupool.state.db import Sessions, make_engine, session_factory
+from gpupool.state.schema import ensure_schema
 
 log = logging.getLogger("gpupool.server")
 
@@ -39,7 +40,7 @@ def resolve_config(settings: Settings, config_path: Path | None) -> ClusterConfi
         text = config_path.read_text(encoding="utf-8")
     engine = make_engine(settings.database_url)
     try:
-        upgrade(engine)
+        ensure_schema(engine)  # an older store is refused: gpupool db upgrade
         sessions = session_factory(engine)
         if config is not None and text is not None and _seed(sessions, text, str(config_path)):
             return config
@@ -126,7 +127,8 @@ def serve(
     config = resolve_config(settings, config_path)
     prepare_storage(config, settings)
     runtime = build_runtime(settings, config)
-    url = f"http://{settings.host}:{settings.port}"
+    scheme = "https" if settings.tls else "http"
+    url = f"{scheme}://{settings.host}:{settings.port}"
     tokens = first_start_tokens(runtime)
     counts = f"{len(config.pools)} pool(s), {len(config.teams)} team(s)"
     echo(f"gpupool {counts}; state in {settings.home}")
@@ -156,6 +158,9 @@ def serve(
             log_level=settings.log_level.lower(),
             access_log=settings.log_level.lower() == "debug",
             log_config=uvicorn_log_config(),
+            # TLS by uvicorn (--ssl-certfile/--ssl-keyfile); else plain HTTP or a proxy's.
+            ssl_certfile=str(settings.tls.certfile) if settings.tls else None,
+            ssl_keyfile=str(settings.tls.keyfile) if settings.tls else None,
         )
     finally:
         runtime.close()
