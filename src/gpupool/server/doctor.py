@@ -174,7 +174,7 @@ def _mode_finding(path: Path, forbidden: int, what: str) -> Finding | None:
     mode = stat.S_IMODE(info.st_mode)
     if mode & forbidden:
         fix = f"chmod {oct(mode & ~forbidden)[2:]} {path}"
-        detail = f"{what} is mode {oct(mode)[2:]}: others may read or write it"
+        detail = f"{what} is mode {oct(mode)[2:]}: group or others may read (list) or write it"
         return Finding("storage", str(path), Verdict.FAIL, detail, fix)
     return Finding("storage", str(path), Verdict.OK, f"{what}, mode {oct(mode)[2:]}")
 
