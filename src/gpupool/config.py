@@ -94,6 +94,8 @@ class ServerLimits:
     max_command_bytes: int = 256 * KIB
     # Declared inputs, and declared outputs, each.
     max_data_paths: int = 256
+    # Tasks of one job array (``submit --array``): all are stored in one transaction.
+    max_array_tasks: int = 10_000
     # Concurrent ``logs?follow=true`` streams of one user; more are answered 429.
     log_followers_per_user: int = 8
     # A request's line and headers must arrive within this many seconds of its first byte
@@ -115,6 +117,7 @@ LIMIT_VARIABLES = {
     "max_command_args": "GPUPOOL_MAX_COMMAND_ARGS",
     "max_command_bytes": "GPUPOOL_MAX_COMMAND_BYTES",
     "max_data_paths": "GPUPOOL_MAX_DATA_PATHS",
+    "max_array_tasks": "GPUPOOL_MAX_ARRAY_TASKS",
     "log_followers_per_user": "GPUPOOL_LOG_FOLLOWERS_PER_USER",
     "header_timeout_s": "GPUPOOL_HEADER_TIMEOUT_S",
     "body_timeout_s": "GPUPOOL_BODY_TIMEOUT_S",

@@ -60,6 +60,9 @@ class JobSpec:
     # Scoped, expiring data access (pools with data_access: grant). Holds secrets: it is
     # never logged nor persisted; it reaches the job only through contract_env.
     grant: Grant | None = field(default=None, repr=False, compare=False)
+    # Tasks of a job array: the array's id and this task's index (None: not in an array).
+    array_id: str | None = None
+    array_index: int | None = None
 
     @property
     def key(self) -> str:
@@ -190,6 +193,9 @@ def contract_env(spec: JobSpec, workdir: str, inputs: str, outputs: str) -> dict
             "GPUPOOL_OUTPUTS": outputs,
         }
     )
+    if spec.array_id is not None and spec.array_index is not None:
+        env["GPUPOOL_ARRAY_JOB_ID"] = spec.array_id
+        env["GPUPOOL_ARRAY_INDEX"] = str(spec.array_index)
     if spec.grant is not None:
         env.update(spec.grant.env())
     return env

@@ -451,4 +451,6 @@ def job_spec(job: JobRow, attempt: AttemptRow, config: ClusterConfig) -> JobSpec
         devices=tuple(tuple(int(d) for d in p["devices"]) for p in attempt.placements),
         inputs=tuple(job.inputs),
         outputs=tuple(job.outputs),
+        array_id=job.array_id,
+        array_index=job.array_index,
     )

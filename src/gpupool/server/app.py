@@ -9,7 +9,7 @@ from gpupool.config import ServerLimits
 from gpupool.server import errors
 from gpupool.server.audit import AuditMiddleware
 from gpupool.server.limits import BodyLimitMiddleware
-from gpupool.server.routes import artifacts, audit, cluster, config, health, jobs
+from gpupool.server.routes import arrays, artifacts, audit, cluster, config, health, jobs
 from gpupool.server.runtime import Runtime
 from gpupool.server.services.logs import FollowerSlots
 
@@ -28,6 +28,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     errors.install(app)
     app.include_router(health.router)
     app.include_router(jobs.router)
+    app.include_router(arrays.router)
     app.include_router(cluster.router)
     app.include_router(audit.router)
     app.include_router(config.router)

@@ -35,6 +35,8 @@ SERVER_OWNED = frozenset(
         "updated_at",
         "admitted_at",
         "pending_reasons",
+        "array_id",
+        "array_index",
     }
 )
 
@@ -66,6 +68,16 @@ class JobSubmit(_Write):
     outputs: list[str] = Field(default_factory=list)
     max_runtime_s: int | None = Field(default=None, gt=0, le=30 * 24 * 3600)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class ArraySubmit(JobSubmit):
+    """A job array: one job per index of ``array`` (``core.arrays``), stored together."""
+
+    array: str = Field(
+        min_length=1,
+        max_length=1000,
+        description="Task indices, Slurm-like: 0-999, 0-9:2 (step) or 1,3,5",
+    )
 
 
 class ResourcesOut(BaseModel):
@@ -125,11 +137,30 @@ class JobOut(BaseModel):
     exit_code: int | None
     message: str
     attempts: list[AttemptOut] | None = None
+    # Tasks of a job array: the array's id and this task's index (its id: <array_id>_<index>).
+    array_id: str | None = None
+    array_index: int | None = None
 
 
 class JobPage(BaseModel):
     items: list[JobOut]
     next_cursor: str | None
+    # Grouped listings (group=true): tasks per status of each array with a task on the page.
+    arrays: dict[str, dict[str, int]] = Field(default_factory=dict)
+
+
+class ArrayOut(BaseModel):
+    """A job array, compactly: its tasks are ``<id>_<index>`` for each index submitted."""
+
+    id: str
+    name: str
+    team: str
+    user: str
+    count: int
+    first_index: int
+    last_index: int
+    submitted_at: datetime
+    counts: dict[str, int]  # tasks per status
 
 
 class ReasonOut(BaseModel):

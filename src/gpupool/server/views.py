@@ -62,4 +62,6 @@ def job_out(row: JobRow, attempts: Sequence[AttemptRow] | None = None) -> JobOut
         exit_code=row.exit_code,
         message=row.message,
         attempts=None if attempts is None else [attempt_out(a) for a in attempts],
+        array_id=row.array_id,
+        array_index=row.array_index,
     )

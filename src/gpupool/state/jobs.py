@@ -5,18 +5,22 @@ owns the transaction (``SessionFactory.begin()``), so several writes land togeth
 all. Rows returned are the ORM rows of ``models.py``, attached to that session; changing their
 attributes inside a transaction writes them at commit.
 
-The controller's column queries over the whole queue live in ``queue.py``.
+The controller's column queries over the whole queue live in ``queue.py``. A job array's tasks
+are stored with one multi-row insert (:func:`add_many`), not one ORM add each: thousands of
+tasks in one transaction stay a few statements.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import and_, false, func, insert, or_, select, update
+from sqlalchemy.orm import Session, aliased
 
 from gpupool.core.jobs import ACTIVE, JobStatus
+from gpupool.data.redaction import redact
 from gpupool.state.db import rows_changed as _changed
 from gpupool.state.models import AttemptRow, EventRow, JobRow
 
@@ -29,9 +33,29 @@ def add(session: Session, job: JobRow) -> None:
     session.add(job)
 
 
+def add_many(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert many new jobs (a job array's tasks), each a mapping of ``JobRow`` columns, in
+    one executemany; a duplicate (user, idempotency key) fails at commit as in :func:`add`."""
+    if rows:
+        session.execute(insert(JobRow), list(rows))
+
+
 def add_event(session: Session, job_id: str, at: datetime, kind: str, message: str) -> None:
     """Append to the job's history (messages are redacted by the row, D4)."""
     session.add(EventRow(job_id=job_id, at=at, kind=kind, message=message))
+
+
+def add_events(
+    session: Session, job_ids: Sequence[str], at: datetime, kind: str, message: str
+) -> None:
+    """The same event for many jobs, in one executemany. A bulk insert skips the row's
+    validator, so the message is redacted here (D4)."""
+    if job_ids:
+        text = redact(message) if message else message
+        session.execute(
+            insert(EventRow),
+            [{"job_id": j, "at": at, "kind": kind, "message": text} for j in job_ids],
+        )
 
 
 def get(session: Session, job_id: str) -> JobRow | None:
@@ -48,12 +72,27 @@ def page(
     status: str | None,
     after: tuple[datetime, str] | None,
     limit: int,
+    grouped: bool = False,
+    array_id: str | None = None,
 ) -> list[JobRow]:
     """Jobs of ``teams``, newest first, at most ``limit``; ``after``: the (submitted_at, id) of
-    the last job of the previous page (the order is total, so pages neither skip nor repeat)."""
+    the last job of the previous page (the order is total, so pages neither skip nor repeat).
+
+    ``grouped``: an array stands as one row, its first task (lowest index) among those that
+    match ``status``; ``array_id``: only that array's tasks."""
     query = select(JobRow).where(JobRow.team.in_(list(teams)))
     if status is not None:
         query = query.where(JobRow.status == status)
+    if array_id is not None:
+        query = query.where(JobRow.array_id == array_id)
+    if grouped:
+        task = aliased(JobRow)
+        first = select(func.min(task.array_index)).where(task.array_id == JobRow.array_id)
+        if status is not None:
+            first = first.where(task.status == status)
+        query = query.where(
+            or_(JobRow.array_id.is_(None), JobRow.array_index == first.scalar_subquery())
+        )
     if after is not None:
         at, last_id = after
         query = query.where(
@@ -74,6 +113,68 @@ def cancel_if_queued(session: Session, job: JobRow, now: datetime) -> bool:
     )
     session.refresh(job)
     return bool(cancelled)
+
+
+# -- arrays ---------------------------------------------------------------------------------
+
+
+def array_first(session: Session, array_id: str) -> JobRow | None:
+    """The array's task with the lowest index (it carries the array's idempotency key)."""
+    return session.scalar(
+        select(JobRow).where(JobRow.array_id == array_id).order_by(JobRow.array_index).limit(1)
+    )
+
+
+def array_bounds(session: Session, array_id: str) -> tuple[int, int, int]:
+    """``(tasks, lowest index, highest index)`` of the array; ``(0, 0, 0)`` when it has none."""
+    row = session.execute(
+        select(func.count(), func.min(JobRow.array_index), func.max(JobRow.array_index)).where(
+            JobRow.array_id == array_id
+        )
+    ).one()
+    return int(row[0]), int(row[1] or 0), int(row[2] or 0)
+
+
+def array_counts(session: Session, array_ids: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Tasks per status of each array: ``{array id: {status: count}}``."""
+    counts: dict[str, dict[str, int]] = {}
+    ids = list(array_ids)
+    if not ids:
+        return counts
+    rows = session.execute(
+        select(JobRow.array_id, JobRow.status, func.count())
+        .where(JobRow.array_id.in_(ids))
+        .group_by(JobRow.array_id, JobRow.status)
+    )
+    for array_id, status, count in rows:
+        counts.setdefault(array_id, {})[status] = count
+    return counts
+
+
+def cancel_array(session: Session, array_id: str, now: datetime) -> tuple[list[str], list[str]]:
+    """Cancel the array's queued tasks and ask its active ones to stop, each in one
+    conditional statement (as :func:`cancel_if_queued`, a task the controller admits at the
+    same time is either cancelled here or asked to stop, never neither). Returns the ids
+    cancelled and the ids newly asked to stop."""
+    cancelled = session.scalars(
+        update(JobRow)
+        .where(JobRow.array_id == array_id, JobRow.status == JobStatus.QUEUED.value)
+        .values(status=JobStatus.CANCELLED.value, finished_at=now, message="cancelled")
+        .returning(JobRow.id),
+        execution_options={"synchronize_session": False},
+    ).all()
+    requested = session.scalars(
+        update(JobRow)
+        .where(
+            JobRow.array_id == array_id,
+            JobRow.status.in_(_ACTIVE),
+            JobRow.cancel_requested == false(),
+        )
+        .values(cancel_requested=True)
+        .returning(JobRow.id),
+        execution_options={"synchronize_session": False},
+    ).all()
+    return list(cancelled), list(requested)
 
 
 # -- attempts -------------------------------------------------------------------------------

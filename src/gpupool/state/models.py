@@ -58,6 +58,7 @@ class JobRow(Base):
         UniqueConstraint("user", "idempotency_key", name="uq_jobs_user_idempotency_key"),
         Index("ix_jobs_team_submitted", "team", "submitted_at"),
         Index("ix_jobs_status", "status"),
+        Index("ix_jobs_array", "array_id", "array_index"),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -93,6 +94,9 @@ class JobRow(Base):
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     pending_reasons: Mapped[list[Any]] = mapped_column(JSON, default=list)
     reasons_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # Set on the tasks of a job array (``core.arrays``): the array's id and the task's index.
+    array_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    array_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     @validates("message")
     def _redact_message(self, _: str, value: str) -> str:

@@ -47,8 +47,12 @@ def list_jobs(
     status: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: str | None = None,
+    group: bool = False,
+    array: Annotated[str | None, Query(max_length=40)] = None,
 ) -> JobPage:
-    return runtime.jobs.list(principal, team, status, limit, cursor)
+    """Newest first. ``group=true``: a job array stands as one item (its first task) and
+    ``arrays`` counts each one's tasks per status; ``array``: only that array's tasks."""
+    return runtime.jobs.list(principal, team, status, limit, cursor, group, array)
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=ERRORS)

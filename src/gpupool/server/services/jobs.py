@@ -1,6 +1,7 @@
-"""Job use cases: submit, list, read, cancel, explain, logs.
+"""Job use cases: submit (one job or a job array), list, read, cancel, explain, logs.
 
-Invariants: a submit either stores one complete job row or nothing; the same
+Invariants: a submit either stores one complete job row or nothing, an array submit all its
+tasks or none (one transaction, one multi-row insert); the same
 (user, idempotency key) never creates a second job, and answers only the request it was
 first used with (the same body again: the original job; another body: 422 naming the key);
 a submit past a size limit (``ServerLimits``) is refused before anything is stored; a cancel
@@ -12,14 +13,25 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from gpupool.auth.principal import Action, Principal, authorize
 from gpupool.config import ServerLimits
 from gpupool.controller.clock import Clock
+from gpupool.core.arrays import parse_array, task_id
 from gpupool.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from gpupool.core.jobs import ACTIVE, TERMINAL, JobStatus
 from gpupool.server.cursors import decode_job_cursor, encode_job_cursor
-from gpupool.server.schemas import JobOut, JobPage, JobSubmit, ReasonOut, WhyOut
+from gpupool.server.schemas import (
+    ArrayOut,
+    ArraySubmit,
+    JobOut,
+    JobPage,
+    JobSubmit,
+    ReasonOut,
+    WhyOut,
+)
 from gpupool.server.services.submit_checks import (
     check_against_config,
     check_data_paths,
@@ -57,6 +69,92 @@ class JobService:
         self, principal: Principal, body: JobSubmit, header_key: str | None
     ) -> tuple[JobOut, bool]:
         """Store a new job; returns it and whether it was created (False: idempotent replay)."""
+        checked = self._check(principal, body, header_key)
+        if checked.key is not None:
+            existing = self._replay(principal.user, checked)
+            if existing is not None:
+                return self._single(existing, checked), False
+        job_id = "j-" + secrets.token_hex(6)
+        row = JobRow(
+            **self._columns(principal, body, checked, job_id),
+            id=job_id,
+            idempotency_key=checked.key,
+            idempotency_digest=None if checked.key is None else checked.digest,
+        )
+        try:
+            with self._sessions.begin() as session:
+                jobs.add(session, row)
+                jobs.add_event(
+                    session, job_id, row.submitted_at, "submitted", f"by {principal.user}"
+                )
+        except IntegrityError:
+            # A concurrent request with the same key won the race: return its job.
+            if checked.key is not None:
+                existing = self._replay(principal.user, checked)
+                if existing is not None:
+                    return self._single(existing, checked), False
+            raise
+        self._wake()
+        return job_out(row), True
+
+    def submit_array(
+        self, principal: Principal, body: ArraySubmit, header_key: str | None
+    ) -> tuple[ArrayOut, bool]:
+        """Store one job per index of ``body.array``, all in one transaction (all or none);
+        returns the array and whether it was created (False: idempotent replay). The key
+        names the whole array; it is kept on the first task."""
+        indices = parse_array(body.array, self._limits.max_array_tasks)
+        checked = self._check(principal, body, header_key)
+        if checked.key is not None:
+            existing = self._replay(principal.user, checked)
+            if existing is not None:
+                return self._array_of(existing, checked), False
+        array_id = "a-" + secrets.token_hex(6)
+        common = self._columns(principal, body, checked, array_id)
+        rows = [
+            {
+                **common,
+                "id": task_id(array_id, index),
+                "array_id": array_id,
+                "array_index": index,
+                "idempotency_key": checked.key if n == 0 else None,
+                "idempotency_digest": checked.digest if n == 0 and checked.key else None,
+            }
+            for n, index in enumerate(indices)
+        ]
+        at = common["submitted_at"]
+        try:
+            with self._sessions.begin() as session:
+                jobs.add_many(session, rows)
+                jobs.add_events(
+                    session,
+                    [r["id"] for r in rows],
+                    at,
+                    "submitted",
+                    f"by {principal.user} in array {array_id}",
+                )
+        except IntegrityError:
+            if checked.key is not None:
+                existing = self._replay(principal.user, checked)
+                if existing is not None:
+                    return self._array_of(existing, checked), False
+            raise
+        self._wake()
+        out = ArrayOut(
+            id=array_id,
+            name=common["name"],
+            team=checked.team,
+            user=principal.user,
+            count=len(indices),
+            first_index=indices[0],
+            last_index=indices[-1],
+            submitted_at=at,
+            counts={JobStatus.QUEUED.value: len(indices)},
+        )
+        return out, True
+
+    def _check(self, principal: Principal, body: JobSubmit, header_key: str | None) -> _Checked:
+        """Every check of a submit that needs no write; what the store needs from them."""
         if header_key and body.idempotency_key and header_key != body.idempotency_key:
             raise InvalidRequest(
                 "two different idempotency keys",
@@ -67,8 +165,6 @@ class JobService:
                     }
                 ],
             )
-        key = header_key or body.idempotency_key
-        key_field = "Idempotency-Key" if header_key else "idempotency_key"
         check_sizes(body, self._limits)
         config = self._config()
         team = resolve_team(body, principal, config)
@@ -82,77 +178,90 @@ class JobService:
             )
         gpu_types = check_against_config(body, team, config)
         inputs, outputs = check_data_paths(body, principal.user)
-        digest = request_digest(body, team)
-        if key is not None:
-            existing = self._replay(principal.user, key, key_field, digest)
-            if existing is not None:
-                return existing, False
         priority_class = body.priority_class or config.default_priority_class(team)
-        job_id = "j-" + secrets.token_hex(6)
-        row = JobRow(
-            id=job_id,
-            name=body.name or f"{body.kind}-{job_id[2:]}",
+        return _Checked(
+            key=header_key or body.idempotency_key,
+            key_field="Idempotency-Key" if header_key else "idempotency_key",
             team=team,
-            user=principal.user,
-            status=JobStatus.QUEUED.value,
-            priority_class=priority_class,
-            priority=config.priority_classes[priority_class].value,
-            kind=body.kind,
-            backend=body.backend,
-            command=list(body.command),
-            env=dict(body.env),
-            gpus=body.resources.gpus,
-            nodes=body.resources.nodes,
-            cpus=body.resources.cpus,
-            memory_gb=body.resources.memory_gb,
             gpu_types=gpu_types,
             inputs=inputs,
             outputs=outputs,
-            max_runtime_s=body.max_runtime_s,
-            idempotency_key=key,
-            idempotency_digest=None if key is None else digest,
-            submitted_at=self._clock.now(),
-            attempt=0,
-            message="",
-            cancel_requested=False,
-            pending_reasons=[],
+            digest=request_digest(body, team),
+            priority_class=priority_class,
+            priority=config.priority_classes[priority_class].value,
         )
-        try:
-            with self._sessions.begin() as session:
-                jobs.add(session, row)
-                jobs.add_event(
-                    session, job_id, row.submitted_at, "submitted", f"by {principal.user}"
-                )
-        except IntegrityError:
-            # A concurrent request with the same key won the race: return its job.
-            if key is not None:
-                existing = self._replay(principal.user, key, key_field, digest)
-                if existing is not None:
-                    return existing, False
-            raise
-        self._wake()
-        return job_out(row), True
 
-    def _replay(self, user: str, key: str, key_field: str, digest: str) -> JobOut | None:
-        """The job ``user`` already submitted with ``key`` (None: none yet). A key names one
-        request: used again with a different one it is refused, not silently answered with
-        the first job (jobs stored before digests were kept cannot be compared)."""
+    def _columns(
+        self, principal: Principal, body: JobSubmit, checked: _Checked, id_: str
+    ) -> dict[str, Any]:
+        """The columns of a new queued job (of every task of a new array), but its id and key."""
+        return {
+            "name": body.name or f"{body.kind}-{id_[2:]}",
+            "team": checked.team,
+            "user": principal.user,
+            "status": JobStatus.QUEUED.value,
+            "priority_class": checked.priority_class,
+            "priority": checked.priority,
+            "kind": body.kind,
+            "backend": body.backend,
+            "command": list(body.command),
+            "env": dict(body.env),
+            "gpus": body.resources.gpus,
+            "nodes": body.resources.nodes,
+            "cpus": body.resources.cpus,
+            "memory_gb": body.resources.memory_gb,
+            "gpu_types": checked.gpu_types,
+            "inputs": checked.inputs,
+            "outputs": checked.outputs,
+            "max_runtime_s": body.max_runtime_s,
+            "submitted_at": self._clock.now(),
+            "attempt": 0,
+            "message": "",
+            "cancel_requested": False,
+            "pending_reasons": [],
+        }
+
+    def _replay(self, user: str, checked: _Checked) -> JobRow | None:
+        """The job ``user`` already submitted with the key (None: none yet; for an array,
+        its first task). A key names one request: used again with a different one it is
+        refused, not silently answered with the first job (jobs stored before digests were
+        kept cannot be compared)."""
+        assert checked.key is not None
         with self._sessions() as session:
-            row = jobs.by_idempotency_key(session, user, key)
+            row = jobs.by_idempotency_key(session, user, checked.key)
             if row is None:
                 return None
-            if row.idempotency_digest is not None and row.idempotency_digest != digest:
+            if row.idempotency_digest is not None and row.idempotency_digest != checked.digest:
+                shown = f"job array {row.array_id}" if row.array_id else f"job {row.id}"
                 raise InvalidRequest(
-                    f"{key_field} was already used for a different job",
+                    f"{checked.key_field} was already used for a different job",
                     [
                         {
-                            "field": key_field,
-                            "message": f"already used by job {row.id} with another request; "
+                            "field": checked.key_field,
+                            "message": f"already used by {shown} with another request; "
                             "use a new key for a new job, or resend the same request",
                         }
                     ],
                 )
-            return job_out(row)
+            session.expunge(row)
+            return row
+
+    def _single(self, row: JobRow, checked: _Checked) -> JobOut:
+        if row.array_id is not None:  # a digest-less row of an array: still another request
+            raise InvalidRequest(
+                f"{checked.key_field} was already used for job array {row.array_id}",
+                [{"field": checked.key_field, "message": "use a new key for a new job"}],
+            )
+        return job_out(row)
+
+    def _array_of(self, row: JobRow, checked: _Checked) -> ArrayOut:
+        if row.array_id is None:
+            raise InvalidRequest(
+                f"{checked.key_field} was already used for job {row.id}",
+                [{"field": checked.key_field, "message": "use a new key for a new job array"}],
+            )
+        with self._sessions() as session:
+            return _array_out(session, row)
 
     # -- read -----------------------------------------------------------------------------
 
@@ -163,7 +272,11 @@ class JobService:
         status: str | None,
         limit: int,
         cursor: str | None,
+        group: bool = False,
+        array: str | None = None,
     ) -> JobPage:
+        """A page of jobs, newest first. ``group``: an array stands as one job (its first task)
+        and the page lists each array's tasks per status; ``array``: only that array's tasks."""
         config = self._config()
         if team is not None:
             if team not in config.teams:
@@ -180,11 +293,13 @@ class JobService:
         limit = max(1, min(limit, MAX_PAGE))
         after = None if cursor is None else decode_job_cursor(cursor)
         with self._sessions() as session:
-            rows = jobs.page(session, teams, status, after, limit + 1)
-        more = len(rows) > limit
-        rows = rows[:limit]
+            rows = jobs.page(session, teams, status, after, limit + 1, group, array)
+            more = len(rows) > limit
+            rows = rows[:limit]
+            arrays = {r.array_id for r in rows if r.array_id is not None} if group else set()
+            counts = jobs.array_counts(session, sorted(arrays))
         next_cursor = encode_job_cursor(rows[-1].submitted_at, rows[-1].id) if more else None
-        return JobPage(items=[job_out(r) for r in rows], next_cursor=next_cursor)
+        return JobPage(items=[job_out(r) for r in rows], next_cursor=next_cursor, arrays=counts)
 
     def get(self, principal: Principal, job_id: str) -> JobOut:
         with self._sessions() as session:
@@ -237,6 +352,31 @@ class JobService:
         self._wake()
         return out
 
+    def get_array(self, principal: Principal, array_id: str) -> ArrayOut:
+        with self._sessions() as session:
+            first = jobs.array_first(session, array_id)
+            if first is None:
+                raise NotFound(f"no job array with id {array_id!r}")
+            authorize(principal, Action.READ, first.team)
+            return _array_out(session, first)
+
+    def cancel_array(self, principal: Principal, array_id: str) -> ArrayOut:
+        """Cancel every task of the array: queued ones now, running ones are asked to stop
+        (as a cancel of each task would). Tasks already finished are left as they are."""
+        now = self._clock.now()
+        with self._sessions.begin() as session:
+            first = jobs.array_first(session, array_id)
+            if first is None:
+                raise NotFound(f"no job array with id {array_id!r}")
+            authorize(principal, Action.MUTATE, first.team)
+            cancelled, requested = jobs.cancel_array(session, array_id, now)
+            who = f"by {principal.user} (array {array_id})"
+            jobs.add_events(session, cancelled, now, "cancelled", f"{who} while queued")
+            jobs.add_events(session, requested, now, "cancel_requested", who)
+            out = _array_out(session, first)
+        self._wake()
+        return out
+
     # -- logs -----------------------------------------------------------------------------
 
     def log_target(self, principal: Principal, job_id: str) -> tuple[str, AttemptRow | None]:
@@ -249,6 +389,37 @@ class JobService:
         with self._sessions() as session:
             row = jobs.get(session, job_id)
             return "" if row is None else row.status
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """A submit that passed its checks: what storing it needs."""
+
+    key: str | None
+    key_field: str
+    team: str
+    gpu_types: list[str]
+    inputs: list[str]
+    outputs: list[str]
+    digest: str
+    priority_class: str
+    priority: int
+
+
+def _array_out(session: Session, first: JobRow) -> ArrayOut:
+    assert first.array_id is not None
+    count, low, high = jobs.array_bounds(session, first.array_id)
+    return ArrayOut(
+        id=first.array_id,
+        name=first.name,
+        team=first.team,
+        user=first.user,
+        count=count,
+        first_index=low,
+        last_index=high,
+        submitted_at=first.submitted_at,
+        counts=jobs.array_counts(session, [first.array_id]).get(first.array_id, {}),
+    )
 
 
 def _why_summary(row: JobRow, reasons: Sequence[ReasonOut]) -> str:
