@@ -22,6 +22,7 @@ from gpupool.client.errors import (
 from gpupool.client.models import (
     Attempt,
     Job,
+    JobArray,
     Page,
     Pool,
     Reason,
@@ -45,6 +46,7 @@ __all__ = [
     "GpupoolError",
     "InvalidRequest",
     "Job",
+    "JobArray",
     "NotFound",
     "Page",
     "Pool",

@@ -1,6 +1,7 @@
 """The asynchronous SDK: the job methods of ``Client`` over ``httpx.AsyncClient``.
 
-A deliberate subset (submit, jobs, iter_jobs, job, cancel, logs, why, whoami): what services
+A deliberate subset (submit, submit_array, array, cancel_array, jobs, iter_jobs, job, cancel,
+logs, why, whoami): what services
 that drive gpupool from an event loop need. Requests are built by ``gpupool.client.wire`` exactly
 as the sync client builds them, and errors map through the same table.
 """
@@ -14,7 +15,7 @@ import httpx
 
 from gpupool.client import wire
 from gpupool.client.errors import display_url, map_transport_errors, raise_for_response
-from gpupool.client.models import Job, Page, WhoAmI, WhyReport
+from gpupool.client.models import Job, JobArray, Page, WhoAmI, WhyReport
 from gpupool.client.settings import resolve
 
 
@@ -90,22 +91,75 @@ class AsyncClient:
         answer = await self._request("POST", f"{wire.API}/jobs", json=body, headers=headers)
         return Job.model_validate(answer)
 
+    async def submit_array(self, array: str, command: list[str], **options: Any) -> JobArray:
+        """Submit a job array: one job per index of ``array`` (``0-999``, ``0-9:2``, ``1,3,5``),
+        all stored in one request and one transaction. ``options`` are those of ``submit``;
+        ``idempotency_key`` names the whole array. Each task sees ``GPUPOOL_ARRAY_JOB_ID`` and
+        ``GPUPOOL_ARRAY_INDEX``; its job id is ``<array id>_<index>``."""
+        key = options.pop("idempotency_key", None)
+        defaults: dict[str, Any] = {
+            "team": None,
+            "gpus": 1,
+            "gpu_types": None,
+            "nodes": 1,
+            "cpus": None,
+            "memory_gb": None,
+            "priority_class": None,
+            "name": None,
+            "kind": None,
+            "backend": None,
+            "env": None,
+            "inputs": None,
+            "outputs": None,
+            "max_runtime_s": None,
+        }
+        unknown = sorted(set(options) - set(defaults))
+        if unknown:
+            raise TypeError(f"submit_array() got unexpected options: {', '.join(unknown)}")
+        body = wire.array_body(array, wire.submit_body(command, **{**defaults, **options}))
+        answer = await self._request(
+            "POST", f"{wire.API}/arrays", json=body, headers=wire.submit_headers(key)
+        )
+        return JobArray.model_validate(answer)
+
+    async def array(self, array_id: str) -> JobArray:
+        """One job array with its tasks per status."""
+        return JobArray.model_validate(await self._request("GET", wire.array_path(array_id)))
+
+    async def cancel_array(self, array_id: str) -> JobArray:
+        """Cancel every task of the array (queued ones at once, running ones are stopped);
+        cancel one task with ``cancel("<array id>_<index>")``."""
+        return JobArray.model_validate(
+            await self._request("POST", wire.array_path(array_id, "cancel"))
+        )
+
     async def jobs(
         self,
         team: str | None = None,
         status: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        *,
+        group: bool = False,
+        array: str | None = None,
     ) -> Page:
-        params = wire.jobs_params(team, status, limit, cursor)
+        """See ``Client.jobs``."""
+        params = wire.jobs_params(team, status, limit, cursor, group, array)
         return Page.model_validate(await self._request("GET", f"{wire.API}/jobs", params=params))
 
     async def iter_jobs(
-        self, team: str | None = None, status: str | None = None, page_size: int = 50
+        self,
+        team: str | None = None,
+        status: str | None = None,
+        page_size: int = 50,
+        *,
+        array: str | None = None,
     ) -> AsyncIterator[Job]:
         cursor: str | None = None
         while True:
-            page = await self.jobs(team=team, status=status, limit=page_size, cursor=cursor)
+            page = await self.jobs(
+                team=team, status=status, limit=page_size, cursor=cursor, array=array
+            )
             for job in page.items:
                 yield job
             if not page.next_cursor:

@@ -85,6 +85,9 @@ class Job(ReadModel):
     message: str = ""
     # Only ``GET /v1/jobs/{id}`` fills this; list answers leave it empty.
     attempts: list[Attempt] = Field(default_factory=list)
+    # Tasks of a job array: the array's id and this task's index (the id is <array>_<index>).
+    array_id: str | None = None
+    array_index: int | None = None
 
     @property
     def finished(self) -> bool:
@@ -96,6 +99,25 @@ class Page(ReadModel):
 
     items: list[Job] = Field(default_factory=list)
     next_cursor: str | None = None
+    # Grouped pages (``group=True``): tasks per status of each array on the page.
+    arrays: dict[str, dict[str, int]] = Field(default_factory=dict)
+
+
+class JobArray(ReadModel):
+    """A job array: ``count`` tasks, ids ``<id>_<index>``, with tasks per status."""
+
+    id: str
+    name: str = ""
+    team: str = ""
+    user: str = ""
+    count: int = 0
+    first_index: int = 0
+    last_index: int = 0
+    submitted_at: datetime | None = None
+    counts: dict[str, int] = Field(default_factory=dict)
+
+    def task_id(self, index: int) -> str:
+        return f"{self.id}_{index}"
 
 
 class Reason(ReadModel):

@@ -27,6 +27,7 @@ from gpupool.client.models import (
     ConfigDiff,
     ConfigVersion,
     Job,
+    JobArray,
     Page,
     Pool,
     Team,
@@ -117,24 +118,73 @@ class Client:
             self._request("POST", f"{wire.API}/jobs", json=body, headers=headers)
         )
 
+    def submit_array(self, array: str, command: list[str], **options: Any) -> JobArray:
+        """Submit a job array: one job per index of ``array`` (``0-999``, ``0-9:2``, ``1,3,5``),
+        all stored in one request and one transaction. ``options`` are those of ``submit``;
+        ``idempotency_key`` names the whole array. Each task sees ``GPUPOOL_ARRAY_JOB_ID`` and
+        ``GPUPOOL_ARRAY_INDEX``; its job id is ``<array id>_<index>``."""
+        key = options.pop("idempotency_key", None)
+        defaults: dict[str, Any] = {
+            "team": None,
+            "gpus": 1,
+            "gpu_types": None,
+            "nodes": 1,
+            "cpus": None,
+            "memory_gb": None,
+            "priority_class": None,
+            "name": None,
+            "kind": None,
+            "backend": None,
+            "env": None,
+            "inputs": None,
+            "outputs": None,
+            "max_runtime_s": None,
+        }
+        unknown = sorted(set(options) - set(defaults))
+        if unknown:
+            raise TypeError(f"submit_array() got unexpected options: {', '.join(unknown)}")
+        body = wire.array_body(array, wire.submit_body(command, **{**defaults, **options}))
+        answer = self._request(
+            "POST", f"{wire.API}/arrays", json=body, headers=wire.submit_headers(key)
+        )
+        return JobArray.model_validate(answer)
+
+    def array(self, array_id: str) -> JobArray:
+        """One job array with its tasks per status."""
+        return JobArray.model_validate(self._request("GET", wire.array_path(array_id)))
+
+    def cancel_array(self, array_id: str) -> JobArray:
+        """Cancel every task of the array (queued ones at once, running ones are stopped);
+        cancel one task with ``cancel("<array id>_<index>")``."""
+        return JobArray.model_validate(self._request("POST", wire.array_path(array_id, "cancel")))
+
     def jobs(
         self,
         team: str | None = None,
         status: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        *,
+        group: bool = False,
+        array: str | None = None,
     ) -> Page:
-        """One page of jobs, newest first as the server orders them."""
-        params = wire.jobs_params(team, status, limit, cursor)
+        """One page of jobs, newest first as the server orders them. ``group``: a job array
+        stands as one job and ``Page.arrays`` counts its tasks; ``array``: only its tasks."""
+        params = wire.jobs_params(team, status, limit, cursor, group, array)
         return Page.model_validate(self._request("GET", f"{wire.API}/jobs", params=params))
 
     def iter_jobs(
-        self, team: str | None = None, status: str | None = None, page_size: int = 50
+        self,
+        team: str | None = None,
+        status: str | None = None,
+        page_size: int = 50,
+        *,
+        array: str | None = None,
     ) -> Iterator[Job]:
         """Every matching job, fetching pages lazily by following ``next_cursor``."""
         cursor: str | None = None
         while True:
-            page = self.jobs(team=team, status=status, limit=page_size, cursor=cursor)
+            page = self.jobs(team=team, status=status, limit=page_size, cursor=cursor, array=array)
             yield from page.items
             if not page.next_cursor:
                 return

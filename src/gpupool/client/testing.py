@@ -107,6 +107,22 @@ def job_json(**overrides: Any) -> dict[str, Any]:
     return job
 
 
+def array_json(**overrides: Any) -> dict[str, Any]:
+    array: dict[str, Any] = {
+        "id": "a-000000000001",
+        "name": "sweep",
+        "team": "team-a",
+        "user": "alice",
+        "count": 1000,
+        "first_index": 0,
+        "last_index": 999,
+        "submitted_at": "2024-05-01T12:00:00Z",
+        "counts": {"queued": 1000},
+    }
+    array.update(overrides)
+    return array
+
+
 def attempt_json(**overrides: Any) -> dict[str, Any]:
     attempt: dict[str, Any] = {
         "number": 1,

@@ -31,6 +31,17 @@ def job_path(job_id: str, action: str = "") -> str:
     return f"{path}/{action}" if action else path
 
 
+def array_path(array_id: str, action: str = "") -> str:
+    path = f"{API}/arrays/{quote(array_id, safe='')}"
+    return f"{path}/{action}" if action else path
+
+
+def array_body(array: str, body: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(array, str):
+        raise TypeError("array must be a string of indices, e.g. '0-999', '0-9:2' or '1,3,5'")
+    return {**body, "array": array}
+
+
 def team_path(team: str) -> str:
     return f"{API}/teams/{quote(team, safe='')}"
 
@@ -93,9 +104,23 @@ def submit_headers(idempotency_key: str | None) -> dict[str, str]:
 
 
 def jobs_params(
-    team: str | None, status: str | None, limit: int | None, cursor: str | None
+    team: str | None,
+    status: str | None,
+    limit: int | None,
+    cursor: str | None,
+    group: bool = False,
+    array: str | None = None,
 ) -> dict[str, Any]:
-    return drop_none({"team": team, "status": status, "limit": limit, "cursor": cursor})
+    return drop_none(
+        {
+            "team": team,
+            "status": status,
+            "limit": limit,
+            "cursor": cursor,
+            "group": "true" if group else None,
+            "array": array,
+        }
+    )
 
 
 def audit_params(
