@@ -1,5 +1,9 @@
 """Job commands: ``submit``, ``jobs``, ``job``, ``cancel``, ``why``.
 
+Job arrays (``submit --array 0-999``) are listed one line per array with its tasks per status
+(``jobs --expand`` lists the tasks); ``cancel <array id>`` cancels the whole array and
+``cancel <array id>_<index>`` one task (a task's job id).
+
 Each command is a thin shell over one SDK call: parse flags, call, render. Rules about jobs
 (valid kinds, gpu types, quota) are the server's to enforce; its 422 comes back with the offending
 fields listed, so the CLI does not duplicate them.
@@ -7,6 +11,7 @@ fields listed, so the CLI does not duplicate them.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 import typer
@@ -15,7 +20,8 @@ from rich.table import Table
 
 from gpupool.cli import output
 from gpupool.cli.context import client
-from gpupool.client.models import Job, Page
+from gpupool.client.models import Job, JobArray, Page
+from gpupool.core.arrays import is_array_id
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 JobId = Annotated[str, typer.Argument(help="Job id.", show_default=False)]
@@ -70,11 +76,19 @@ def submit(
     idempotency_key: Annotated[
         str | None, typer.Option(help="Retrying with the same key returns the same job.")
     ] = None,
+    array: Annotated[
+        str | None,
+        typer.Option(
+            help="Submit a job array, one job per index: 0-999, 0-9:2 (step) or 1,3,5. Each "
+            "task sees GPUPOOL_ARRAY_JOB_ID and GPUPOOL_ARRAY_INDEX.",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Submit a job: gpupool submit --gpus 2 --gpu-type h100 -- python train.py"""
     with client(ctx) as sdk:
-        job = sdk.submit(
+        submit_call = sdk.submit if array is None else partial(sdk.submit_array, array)
+        job = submit_call(
             command,
             team=team,
             gpus=gpus,
@@ -94,6 +108,11 @@ def submit(
         )
     if as_json:
         output.print_json(job)
+    elif isinstance(job, JobArray):
+        typer.echo(
+            f"{job.id} {job.count} tasks queued "
+            f"({job.id}_{job.first_index} .. {job.id}_{job.last_index})"
+        )
     else:
         typer.echo(f"{job.id} {job.status}")
 
@@ -114,33 +133,58 @@ def list_jobs(
     status: Annotated[str | None, typer.Option(help="Only jobs in this status.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="Jobs per page.")] = 50,
     all_pages: Annotated[bool, typer.Option("--all", help="Follow cursors to list all.")] = False,
+    expand: Annotated[
+        bool, typer.Option("--expand", help="List each task of a job array on its own line.")
+    ] = False,
+    array: Annotated[
+        str | None, typer.Option(help="Only the tasks of this job array (implies --expand).")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List jobs, newest first."""
+    """List jobs, newest first; a job array is one line with its tasks per status."""
+    group = not expand and array is None
     with client(ctx) as sdk:
-        if all_pages:
-            page = Page(items=list(sdk.iter_jobs(team=team, status=status, page_size=limit)))
-        else:
-            page = sdk.jobs(team=team, status=status, limit=limit)
+        page = sdk.jobs(team=team, status=status, limit=limit, group=group, array=array)
+        items, arrays = list(page.items), dict(page.arrays)
+        while all_pages and page.next_cursor:
+            page = sdk.jobs(
+                team=team,
+                status=status,
+                limit=limit,
+                cursor=page.next_cursor,
+                group=group,
+                array=array,
+            )
+            items += page.items
+            arrays.update(page.arrays)
+        page = Page(items=items, next_cursor=page.next_cursor, arrays=arrays)
     if as_json:
         output.print_json(page)
         return
-    rows = [
-        (
-            j.id,
-            j.name,
-            j.team,
-            j.user,
-            j.status,
-            output.gpus_label(j),
-            j.pool,
-            output.age(j.submitted_at),
-        )
-        for j in page.items
-    ]
+    rows = [_job_row(j, page.arrays) for j in page.items]
     output.stdout().print(output.table(JOB_COLUMNS, rows))
     if page.next_cursor:
         output.stderr().print(f"(more than {limit} jobs: use --all or a larger --limit)")
+
+
+def _job_row(job: Job, arrays: dict[str, dict[str, int]]) -> tuple[object, ...]:
+    counts = arrays.get(job.array_id or "")
+    if counts is None:  # a single job, or a task listed on its own
+        ident, status, pool = job.id, job.status, job.pool
+    else:  # the array's line: its tasks per status; they may run in several pools
+        ident = f"{job.array_id} ({sum(counts.values())} tasks)"
+        status = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        pool = None
+    return (
+        ident,
+        job.name,
+        job.team,
+        job.user,
+        status,
+        output.gpus_label(job),
+        pool,
+        output.age(job.submitted_at),
+    )
 
 
 def show_job(ctx: typer.Context, job_id: JobId, as_json: JsonFlag = False) -> None:
@@ -209,14 +253,27 @@ def job_summary(job: Job) -> Table:
     return grid
 
 
-def cancel(ctx: typer.Context, job_id: JobId, as_json: JsonFlag = False) -> None:
-    """Cancel a job (queued or running)."""
+def cancel(
+    ctx: typer.Context,
+    job_id: Annotated[
+        str,
+        typer.Argument(
+            help="Job id; an array id cancels every task, <array id>_<index> one task.",
+            show_default=False,
+        ),
+    ],
+    as_json: JsonFlag = False,
+) -> None:
+    """Cancel a job (queued or running), a whole job array, or one task of an array."""
     with client(ctx) as sdk:
-        job = sdk.cancel(job_id)
+        done = sdk.cancel_array(job_id) if is_array_id(job_id) else sdk.cancel(job_id)
     if as_json:
-        output.print_json(job)
+        output.print_json(done)
+    elif isinstance(done, JobArray):
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(done.counts.items()))
+        typer.echo(f"{done.id} {done.count} tasks: {counts}")
     else:
-        typer.echo(f"{job.id} {job.status}")
+        typer.echo(f"{done.id} {done.status}")
 
 
 def why(ctx: typer.Context, job_id: JobId, as_json: JsonFlag = False) -> None:

@@ -33,7 +33,7 @@ def test_jobs_table(api: FakeApi, runner: CliRunner) -> None:
         assert column in header
     assert "j-1" in result.stdout and "1xh100" in result.stdout and "local-h100" in result.stdout
     assert "2xh100|t4" in result.stdout
-    assert dict(api.last.url.params) == {"team": "team-a", "limit": "50"}
+    assert dict(api.last.url.params) == {"team": "team-a", "limit": "50", "group": "true"}
 
 
 def test_jobs_json_is_the_page(api: FakeApi, runner: CliRunner) -> None:
@@ -45,7 +45,7 @@ def test_jobs_json_is_the_page(api: FakeApi, runner: CliRunner) -> None:
     page = json.loads(result.stdout)
     assert [job["id"] for job in page["items"]] == ["j-1"]
     assert page["next_cursor"] == "c2"
-    assert dict(api.last.url.params) == {"status": "queued", "limit": "1"}
+    assert dict(api.last.url.params) == {"status": "queued", "limit": "1", "group": "true"}
 
 
 def test_jobs_all_follows_cursors(api: FakeApi, runner: CliRunner) -> None:
