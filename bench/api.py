@@ -1,6 +1,9 @@
 """API benchmark: submit throughput and submit→running latency on the local backend.
 
 Starts a real ``gpupool server`` (SQLite, local backend) in a subprocess, then
+0. job arrays: ``--arrays`` arrays of ``--array-size`` tasks POSTed one after another (tasks
+   that cannot be admitted): jobs stored per second through arrays, on SQLite and, when it
+   can be reached (``GPUPOOL_BENCH_POSTGRES_URL`` or 127.0.0.1:5432), PostgreSQL too,
 1. submits ``--submits`` jobs from ``--clients`` concurrent HTTP clients (jobs that cannot be
    admitted, so the measure is the API and store, not process start-up), and
 2. latency with a queue: ``--queued`` jobs wait in the queue (they cannot be admitted), then
@@ -9,19 +12,23 @@ Starts a real ``gpupool server`` (SQLite, local backend) in a subprocess, then
 3. burst latency: ``--burst`` runnable jobs submitted at once (process start-up bound).
 
 Usage: python bench/api.py [--json] [--submits 2000] [--clients 8] [--queued 100] [--probes 50]
-       [--burst 100]
+       [--burst 100] [--arrays 10] [--array-size 1000] [--cases all|arrays]
+       [--stores sqlite,postgresql]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import secrets
 import statistics
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -80,6 +87,74 @@ def submit_throughput(server: ServerProcess, total: int, clients: int) -> dict[s
 
 
 WAITER = {"team": "waiters", "command": ["true"], "resources": {"gpus": 1, "gpu_types": ["h100"]}}
+POSTGRES_ADMIN_URL = os.environ.get(
+    "GPUPOOL_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def array_throughput(server: ServerProcess, arrays: int, size: int) -> dict[str, float]:
+    """``arrays`` job arrays of ``size`` tasks that wait forever, POSTed one after another:
+    jobs stored per second through arrays (one request and one transaction each)."""
+    body = {**WAITER, "array": f"0-{size - 1}"}
+    seconds = []
+    with server.client("bench") as client:
+        for _ in range(arrays):
+            sent = time.perf_counter()
+            response = client.post("/v1/arrays", json=body)
+            seconds.append(time.perf_counter() - sent)
+            if response.status_code != 201 or response.json()["count"] != size:
+                raise RuntimeError(f"array submit failed: {response.text}")
+    total = sum(seconds)
+    return {
+        "arrays": arrays,
+        "tasks_per_array": size,
+        "jobs": arrays * size,
+        "seconds": round(total, 3),
+        "jobs_per_s": round(arrays * size / total, 1),
+        "p50_array_ms": round(statistics.median(seconds) * 1000, 1),
+        "max_array_ms": round(max(seconds) * 1000, 1),
+    }
+
+
+@contextlib.contextmanager
+def postgres_database() -> Iterator[str | None]:
+    """A scratch PostgreSQL database for one run (dropped after); None when unreachable."""
+    try:
+        import psycopg
+    except ImportError:
+        yield None
+        return
+    name = f"gpupool_bench_{secrets.token_hex(4)}"
+    try:
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError:
+        yield None
+        return
+    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base.replace('postgresql://', 'postgresql+psycopg://', 1)}/{name}"
+    finally:
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def arrays_on(store: str, root: Path, config: Path, arrays: int, size: int) -> dict:
+    with contextlib.ExitStack() as stack:
+        url = None
+        if store == "postgresql":
+            url = stack.enter_context(postgres_database())
+            if url is None:
+                return {"skipped": f"PostgreSQL not reachable at {POSTGRES_ADMIN_URL}"}
+        home = root / f"home-{store}"
+        server = (
+            ServerProcess(home, config, database_url=url) if url else ServerProcess(home, config)
+        )
+        server.start()
+        try:
+            return array_throughput(server, arrays, size)
+        finally:
+            server.stop()
 
 
 def started(stamp: Path) -> bool:
@@ -137,6 +212,14 @@ def main() -> None:
     parser.add_argument("--queued", type=int, default=100)
     parser.add_argument("--probes", type=int, default=50)
     parser.add_argument("--burst", type=int, default=100)
+    parser.add_argument("--arrays", type=int, default=10)
+    parser.add_argument("--array-size", type=int, default=1000)
+    parser.add_argument(
+        "--cases", choices=("all", "arrays"), default="all", help="arrays: only the arrays case"
+    )
+    parser.add_argument(
+        "--stores", default="sqlite,postgresql", help="stores of the arrays case, comma-separated"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpupool-bench-") as tmp:
         root = Path(tmp)
@@ -144,26 +227,44 @@ def main() -> None:
         config = root / "bench.yaml"
         uid, gid = os.getuid(), os.getgid()
         config.write_text(CONFIG.replace("uid: 0, gid: 0", f"uid: {uid}, gid: {gid}"))
-        server = ServerProcess(root / "home", config)
-        server.start()
-        try:
-            probe = latency_with_queue(server, args.queued, args.probes, root)
-            burst = latency_burst(server, args.burst, root)
-            thr = submit_throughput(server, args.submits, args.clients)
-        finally:
-            server.stop()
-    result = {
-        "benchmark": "api",
-        "store": "sqlite",
-        "backend": "local",
-        "cpus": os.cpu_count(),
-        "submit": thr,
-        "submit_to_running": probe,
-        "burst_submit_to_running": burst,
-    }
+        stores = [s.strip() for s in args.stores.split(",") if s.strip()]
+        arrays = {s: arrays_on(s, root, config, args.arrays, args.array_size) for s in stores}
+        result: dict = {
+            "benchmark": "api",
+            "store": "sqlite",
+            "backend": "local",
+            "cpus": os.cpu_count(),
+            "arrays": arrays,
+        }
+        if args.cases == "all":
+            server = ServerProcess(root / "home", config)
+            server.start()
+            try:
+                result["submit_to_running"] = latency_with_queue(
+                    server, args.queued, args.probes, root
+                )
+                result["burst_submit_to_running"] = latency_burst(server, args.burst, root)
+                result["submit"] = submit_throughput(server, args.submits, args.clients)
+            finally:
+                server.stop()
     if args.json:
         print(json.dumps(result))
-    else:
+        return
+    for store, measured in arrays.items():
+        if "skipped" in measured:
+            print(f"arrays on {store}: skipped ({measured['skipped']})")
+        else:
+            print(
+                f"arrays on {store}: {measured['jobs_per_s']} jobs/s "
+                f"({measured['arrays']} arrays of {measured['tasks_per_array']}, "
+                f"p50 {measured['p50_array_ms']} ms per array)"
+            )
+    if args.cases == "all":
+        thr, probe, burst = (
+            result["submit"],
+            result["submit_to_running"],
+            result["burst_submit_to_running"],
+        )
         print(
             f"submit: {thr['submits_per_s']}/s with {thr['clients']} clients ({thr['jobs']} jobs)"
         )

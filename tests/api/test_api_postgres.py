@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
+from api import test_api_arrays as arrays
 from api import test_api_flow as flow
 from api import test_api_submit as submit
 from gpupool.state.db import make_engine
@@ -40,3 +41,24 @@ def test_idempotency_on_postgres(api_pg: Api) -> None:
 
 def test_cursor_paging_on_postgres(api_pg: Api) -> None:
     submit.test_list_pages_with_a_cursor(api_pg)
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        pytest.param(arrays.test_an_array_is_answered_compactly_and_its_tasks_are_jobs, id="read"),
+        pytest.param(arrays.test_the_idempotency_key_names_the_whole_array, id="idempotency"),
+        pytest.param(arrays.test_cancel_applies_to_the_whole_array_or_to_one_task, id="cancel"),
+        pytest.param(arrays.test_a_grouped_listing_shows_an_array_once_with_counts, id="grouped"),
+        pytest.param(arrays.test_each_task_sees_its_array_id_and_index, id="task env"),
+    ],
+)
+def test_job_arrays_on_postgres(api_pg: Api, scenario: Callable[[Api], None]) -> None:
+    """Tasks are stored through COPY on PostgreSQL: they read back as from SQLite."""
+    scenario(api_pg)
+
+
+def test_a_failed_array_insert_rolls_back_on_postgres(
+    api_pg: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    arrays.test_a_task_that_cannot_be_stored_rolls_the_whole_array_back(api_pg, monkeypatch)

@@ -12,11 +12,13 @@ tasks in one transaction stay a few statements.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, false, func, insert, or_, select, update
+from sqlalchemy import JSON, and_, false, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
 from gpupool.core.jobs import ACTIVE, JobStatus
@@ -37,7 +39,7 @@ def add_many(session: Session, rows: Sequence[dict[str, Any]]) -> None:
     """Insert many new jobs (a job array's tasks), each a mapping of ``JobRow`` columns, in
     one executemany; a duplicate (user, idempotency key) fails at commit as in :func:`add`."""
     if rows:
-        session.execute(insert(JobRow), list(rows))
+        _insert_many(session, JobRow.__table__, rows)
 
 
 def add_event(session: Session, job_id: str, at: datetime, kind: str, message: str) -> None:
@@ -52,10 +54,45 @@ def add_events(
     validator, so the message is redacted here (D4)."""
     if job_ids:
         text = redact(message) if message else message
-        session.execute(
-            insert(EventRow),
+        _insert_many(
+            session,
+            EventRow.__table__,
             [{"job_id": j, "at": at, "kind": kind, "message": text} for j in job_ids],
         )
+
+
+def _insert_many(session: Session, table: Any, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert ``rows`` (all with the same keys) into ``table`` inside the session's
+    transaction. On PostgreSQL through COPY: psycopg's executemany costs a round of the
+    pipeline per row (about 2,000 rows/s here), COPY streams them (tens of thousands/s).
+    Elsewhere one executemany (SQLite runs it in-process, fast enough)."""
+    connection = session.connection()
+    if connection.dialect.name != "postgresql":
+        session.execute(insert(table), list(rows))
+        return
+    columns = list(rows[0])
+    as_json = {c for c in columns if isinstance(table.c[c].type, JSON)}
+    quoted = ", ".join(f'"{c}"' for c in columns)
+    raw = connection.connection.driver_connection
+    assert raw is not None
+    texts: dict[int, str] = {}  # an array's tasks share their values: encode each once
+    statement = f'COPY "{table.name}" ({quoted}) FROM STDIN'
+    try:
+        with raw.cursor() as cursor, cursor.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(
+                    [_json_text(row[c], texts) if c in as_json else row[c] for c in columns]
+                )
+    except connection.dialect.dbapi.IntegrityError as exc:  # type: ignore[union-attr]
+        # The driver's own error bypasses SQLAlchemy: raise what callers expect of an insert.
+        raise IntegrityError(statement, None, exc) from exc
+
+
+def _json_text(value: Any, texts: dict[int, str]) -> str:
+    text = texts.get(id(value))
+    if text is None:
+        text = texts[id(value)] = json.dumps(value)
+    return text
 
 
 def get(session: Session, job_id: str) -> JobRow | None:

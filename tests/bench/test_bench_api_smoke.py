@@ -1,0 +1,26 @@
+"""Smoke test of bench/api.py's job-array case on SQLite (no timing asserts)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def test_api_bench_arrays_case_reports_its_keys() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "api.py"), "--cases", "arrays", "--stores", "sqlite",
+         "--arrays", "2", "--array-size", "50", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )  # fmt: skip
+    result = json.loads(done.stdout)
+    measured = result["arrays"]["sqlite"]
+    assert (measured["arrays"], measured["tasks_per_array"], measured["jobs"]) == (2, 50, 100)
+    assert measured["jobs_per_s"] > 0 and measured["p50_array_ms"] > 0
+    assert "submit" not in result  # the other cases were not run
