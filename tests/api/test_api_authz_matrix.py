@@ -2,8 +2,9 @@
 route table. A route without an expectation fails, so a new endpoint cannot skip the matrix.
 
 Resources addressed by path parameters belong to team-a: ``{job_id}`` is a fresh job of
-alice (member of team-a), ``{team}`` is team-a. Mutating routes must also leave an audit
-entry naming the route's action and the answer's status.
+alice (member of team-a), ``{array_id}`` a fresh job array of hers, ``{team}`` is team-a.
+Mutating routes must also leave an audit entry naming the route's action and the answer's
+status.
 """
 
 from __future__ import annotations
@@ -71,6 +72,12 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("POST", "/v1/jobs/{job_id}/cancel"): Expect(MUTATE_TEAM),
     ("GET", "/v1/jobs/{job_id}/why"): Expect(READ_TEAM),
     ("GET", "/v1/jobs/{job_id}/logs"): Expect(READ_TEAM),
+    ("POST", "/v1/arrays"): Expect(
+        {**MUTATE_TEAM, "platform admin": 201, "team admin": 201, "member": 201},
+        body={"command": ["true"], "team": "team-a", "array": "0-1"},
+    ),
+    ("GET", "/v1/arrays/{array_id}"): Expect(READ_TEAM),
+    ("POST", "/v1/arrays/{array_id}/cancel"): Expect(MUTATE_TEAM),
     ("GET", "/v1/teams"): Expect(SIGNED_IN),
     ("GET", "/v1/teams/{team}"): Expect(READ_TEAM),
     ("GET", "/v1/pools"): Expect(SIGNED_IN),
@@ -123,6 +130,11 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
 def fill(path: str, api: Api) -> str:
     params = {
         "job_id": lambda: api.submit("alice", team="team-a")["id"],
+        "array_id": lambda: api.client.post(
+            "/v1/arrays",
+            json={"command": ["true"], "team": "team-a", "array": "0-2"},
+            headers=api.as_("alice"),
+        ).json()["id"],
         "team": lambda: "team-a",
         "path:path": lambda: "shared/x",
     }
