@@ -163,6 +163,18 @@ def test_the_job_sees_the_environment_contract(harness: Harness) -> None:
         assert seen["CT_OBS"]  # the user's env arrives (MY_SETTING is not captured by prefix)
 
 
+def test_a_task_of_a_job_array_sees_its_array_and_index(harness: Harness) -> None:
+    task = harness.spec("arr_7", array_id="a-0123456789ab", array_index=7)
+    single = harness.spec("single")
+    harness.wait(harness.backend.submit(task))
+    harness.wait(harness.backend.submit(single))
+
+    seen, alone = harness.env_seen(task), harness.env_seen(single)
+
+    assert (seen["GPUPOOL_ARRAY_JOB_ID"], seen["GPUPOOL_ARRAY_INDEX"]) == ("a-0123456789ab", "7")
+    assert "GPUPOOL_ARRAY_JOB_ID" not in alone and "GPUPOOL_ARRAY_INDEX" not in alone
+
+
 @dataclass(frozen=True)
 class DevicesCase:
     gpus: int
