@@ -15,6 +15,7 @@ from pathlib import Path
 from gpupool.core.errors import ConfigInvalid
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+ROLES = ("all", "api", "controller")
 OIDC_ALGORITHMS = ("RS256", "ES256")
 
 
@@ -164,6 +165,11 @@ class Settings:
     # TLS served by uvicorn itself; None: plain HTTP (or TLS ended at a reverse proxy).
     tls: TlsFiles | None = None
     limits: ServerLimits = ServerLimits()
+    # all: API and controller in one process; api: HTTP only; controller: scheduling only.
+    role: str = "all"
+    # The controller lease (PostgreSQL): renewed every lease_renew_s, lost after lease_s.
+    lease_renew_s: float = 1.0
+    lease_s: float = 6.0
 
     @property
     def api_url(self) -> str:
@@ -209,10 +215,42 @@ def sqlite_url(home: Path) -> str:
     return f"sqlite:///{home / 'gpupool.db'}"
 
 
+def load_role(env: Mapping[str, str], overrides: Mapping[str, object]) -> str:
+    role = str(overrides.get("role") or env.get("GPUPOOL_ROLE") or "all").strip().lower()
+    if role not in ROLES:
+        raise ConfigInvalid(f"server role {role!r} is not one of {', '.join(ROLES)} (--role)")
+    return role
+
+
+def load_lease(env: Mapping[str, str]) -> tuple[float, float]:
+    """``GPUPOOL_LEASE_RENEW_S`` and ``GPUPOOL_LEASE_S``: a lease must outlast a few renewals,
+    or one slow renewal would hand it over."""
+    values = []
+    for variable, default in (("GPUPOOL_LEASE_RENEW_S", 1.0), ("GPUPOOL_LEASE_S", 6.0)):
+        raw = env.get(variable, "").strip()
+        try:
+            value = float(raw) if raw else default
+        except ValueError:
+            value = 0.0
+        if not math.isfinite(value) or value <= 0:
+            raise ConfigInvalid(f"{variable}={raw!r} is not a positive number of seconds")
+        values.append(value)
+    renew_s, lease_s = values
+    if lease_s < 3 * renew_s:
+        raise ConfigInvalid(
+            f"GPUPOOL_LEASE_S ({lease_s}) must be at least 3 x GPUPOOL_LEASE_RENEW_S ({renew_s}): "
+            "raise it or renew more often"
+        )
+    return renew_s, lease_s
+
+
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Settings from ``GPUPOOL_HOME``, ``GPUPOOL_DATABASE_URL``, ``GPUPOOL_HOST``,
     ``GPUPOOL_PORT``, ``GPUPOOL_LOG_LEVEL``, ``GPUPOOL_PUBLIC_URL`` and
     ``GPUPOOL_GRANT_KEY``; keyword overrides (CLI flags) win. TLS: :func:`load_tls`.
+
+    Roles and the controller lease: ``GPUPOOL_ROLE`` (``--role``), ``GPUPOOL_LEASE_RENEW_S``
+    and ``GPUPOOL_LEASE_S``.
 
     Identity: ``GPUPOOL_DIRECTORY_FILE`` and the ``GPUPOOL_OIDC_*`` of :class:`OidcSettings`.
     Limits: the variables of :data:`LIMIT_VARIABLES` (:class:`ServerLimits`)."""
@@ -222,6 +260,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
     database_url = str(
         overrides.get("database_url") or env.get("GPUPOOL_DATABASE_URL") or sqlite_url(home)
     )
+    renew_s, lease_s = load_lease(env)
     return Settings(
         home=home,
         database_url=database_url,
@@ -234,4 +273,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
         grant_key=env.get("GPUPOOL_GRANT_KEY") or None,
         tls=load_tls(env, overrides),
         limits=load_limits(env),
+        role=load_role(env, overrides),
+        lease_renew_s=renew_s,
+        lease_s=lease_s,
     )

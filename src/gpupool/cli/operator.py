@@ -57,8 +57,17 @@ def server(
         Path | None,
         typer.Option(help="PEM private key of --ssl-certfile. Default: $GPUPOOL_SSL_KEYFILE."),
     ] = None,
+    role: Annotated[
+        str | None,
+        typer.Option(
+            help="all: API and controller (default); api: HTTP only, for replicas; controller: "
+            "scheduling only, one leads by a lease in the store (api and controller need "
+            "PostgreSQL). Default: $GPUPOOL_ROLE, else all."
+        ),
+    ] = None,
 ) -> None:
     """Run the control plane (API + scheduler) on this machine."""
+    from gpupool.controller.leader import StoreInUse
     from gpupool.core.errors import ConfigInvalid
     from gpupool.server.serve import serve
     from gpupool.spec.problems import format_problems
@@ -68,6 +77,7 @@ def server(
         host=host,
         port=port,
         log_level=log_level,
+        role=role,
         ssl_certfile=ssl_certfile,
         ssl_keyfile=ssl_keyfile,
     )
@@ -76,6 +86,8 @@ def server(
     except ConfigInvalid as exc:
         if exc.details:
             typer.echo(format_problems(exc.details), err=True)
+        raise _fail(exc.message) from None
+    except StoreInUse as exc:  # a second server process on one SQLite store
         raise _fail(exc.message) from None
 
 

@@ -15,6 +15,10 @@ backed off per pool (``backoff.py``).
 Crash safety (X3): an admission is persisted (attempt row, status ``admitted``) before it is
 submitted, and backends are idempotent on the attempt key, so after a crash step 4 simply
 submits again whatever has no handle: a run that had started is found, not duplicated.
+
+Several controllers may run against one PostgreSQL store; only the one holding the lease
+(``leader.py``) ticks, and the transactions that write its admissions and read what to
+dispatch are fenced by the lease's epoch, so a deposed leader's late decisions are refused.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from gpupool.controller.backoff import Backoff
 from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService, SubmitResult
 from gpupool.controller.fairshare import HORIZON_HALF_LIVES, UsageInterval, decayed_usage
+from gpupool.controller.leader import Leadership, LeaseLost, SoleLeader
 from gpupool.controller.snapshot import (
     RowViews,
     build_snapshot,
@@ -88,9 +93,13 @@ class Controller:
         execution: ExecutionService,
         clock: Clock,
         grants: GrantIssuer | None = None,
+        leader: Leadership | None = None,
     ) -> None:
         self._sessions = sessions
         self._grants = grants
+        # Decides only while it leads; every decision is written under its fence (leader.py).
+        self.leader: Leadership = leader or SoleLeader()
+        self._epoch: int | None = None  # the term this controller's memory belongs to
         self._config = config
         self._execution = execution
         self._clock = clock
@@ -125,6 +134,7 @@ class Controller:
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
+        self.leader.start(self.wake)
         self._thread = threading.Thread(target=self._run, name="gpupool-controller", daemon=True)
         self._thread.start()
 
@@ -133,6 +143,7 @@ class Controller:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        self.leader.stop()
 
     def wake(self, reschedule: bool = True) -> None:
         """Run a tick soon; ``reschedule``: something changed that the scheduler must see
@@ -146,6 +157,8 @@ class Controller:
             started = self._clock.monotonic()
             try:
                 self.tick()
+            except LeaseLost as exc:  # deposed: stop deciding, stand by for the lease
+                self.leader.deposed(str(exc))
             except Exception:  # keep serving: one bad tick must not stop scheduling
                 log.exception("controller tick failed")
             self._wake.wait(self._config().scheduler.cycle_interval_s)
@@ -163,6 +176,8 @@ class Controller:
     def tick(self) -> TickStats:
         """One pass. Scheduling is skipped while nothing changed, except for a full cycle
         every ``FULL_CYCLE_S`` (so ``why`` stays fresh): an idle queue costs nothing."""
+        if not self._leading():
+            return self.last  # a standby: the leader syncs, schedules and dispatches
         self.sync()
         self.send_cancels()
         self.refresh_capacity()
@@ -173,6 +188,22 @@ class Controller:
             self.last = self.schedule()
         self.dispatch()
         return self.last
+
+    def _leading(self) -> bool:
+        """Whether this controller leads now; at the start of each term, forget what was kept
+        between cycles (the last leader may have decided since): the store is re-read."""
+        self.leader.poll()
+        epoch = self.leader.epoch if self.leader.is_leader() else None
+        if epoch != self._epoch:
+            self._epoch = epoch
+            self._reasons = {}
+            self._parking = Parking()
+            self._nominations = ()
+            self._history = None
+            self._dirty = True
+            with self._lock:
+                self._recorded.clear()
+        return epoch is not None
 
     def sync(self) -> None:
         if self._sync.sync():
@@ -260,6 +291,7 @@ class Controller:
         reasons_now: dict[str, tuple[tuple[PendingReason, ...], list[dict[str, str]]]] = {}
         changed: list[dict[str, object]] = []
         with self._sessions.begin() as session:
+            self.leader.fence(session)  # a deposed leader's decisions are refused
             for admission in result.admissions:
                 self._admit(session, admission.job_id, attempts[admission.job_id], admission, now)
             for preemption in result.preemptions:
@@ -330,6 +362,7 @@ class Controller:
     def dispatch(self) -> None:
         config = self._config()
         with self._sessions() as session:
+            self.leader.fence(session)  # only the leader submits (idempotent on the key)
             rows = queue.to_dispatch(session)
         now = self._clock.monotonic()
         with self._lock:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from gpupool.backends.registry import PoolBackend, Registry
 from gpupool.config import Settings
 from gpupool.controller.clock import Clock, SystemClock
 from gpupool.controller.execution import ExecutionService
+from gpupool.controller.leader import Leadership, LeaseElector, LeaseTiming, SoleLeader
 from gpupool.controller.loop import Controller
 from gpupool.core.errors import ConfigInvalid
 from gpupool.data.grants.issuer import GrantIssuer
@@ -31,8 +33,9 @@ from gpupool.server.services.config import ConfigService
 from gpupool.server.services.jobs import JobService
 from gpupool.server.services.teams import TeamService
 from gpupool.spec.models import ClusterConfig
-from gpupool.state.db import Engine, SessionFactory, make_engine, session_factory
+from gpupool.state.db import Engine, SessionFactory, Sessions, make_engine, session_factory
 from gpupool.state.schema import ensure_schema
+from gpupool.state.secrets import GRANT_KEY, shared_secret
 
 log = logging.getLogger(__name__)
 
@@ -172,9 +175,15 @@ def build_runtime(settings: Settings, config: ClusterConfig, clock: Clock | None
         )
     )
     execution = ExecutionService(registry)
-    signer = Signer(signing_key(settings.home, settings.grant_key))
+    signer = Signer(grant_signing_key(settings, sessions, clock))
     grants = GrantIssuer(settings.home, signer, settings.api_url, clock.now)
-    controller = Controller(sessions, lambda: runtime.current_config(), execution, clock, grants)
+    leader: Leadership = SoleLeader()
+    if is_postgres(settings):  # several controllers may run: elect one
+        timing = LeaseTiming(settings.lease_renew_s, settings.lease_s)
+        leader = LeaseElector(sessions, clock, timing)
+    controller = Controller(
+        sessions, lambda: runtime.current_config(), execution, clock, grants, leader
+    )
     runtime = Runtime(
         settings, config, engine, sessions, clock, controller, execution, signer=signer
     )
@@ -198,3 +207,21 @@ def build_runtime(settings: Settings, config: ClusterConfig, clock: Clock | None
     live.refresh()  # the newest stored version, if the store has one
     runtime.config = live.config
     return runtime
+
+
+def is_postgres(settings: Settings) -> bool:
+    return settings.database_url.startswith("postgresql")
+
+
+def grant_signing_key(settings: Settings, sessions: Sessions, clock: Clock) -> bytes:
+    """``GPUPOOL_GRANT_KEY`` when set. Otherwise, on PostgreSQL, the key stored in the database,
+    so every API replica signs and checks with the same one (made by the first process to
+    start, from an existing ``grant.key`` file so URLs already handed out stay valid); on
+    SQLite, where one process runs, the ``grant.key`` file."""
+    if settings.grant_key is not None or not is_postgres(settings):
+        return signing_key(settings.home, settings.grant_key)
+    path = settings.home / KEY_FILE
+    candidate = path.read_text(encoding="ascii").strip() if path.exists() else None
+    with sessions.begin() as session:
+        stored = shared_secret(session, GRANT_KEY, candidate or secrets.token_hex(32), clock.now())
+    return bytes.fromhex(stored)

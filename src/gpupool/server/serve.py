@@ -1,4 +1,10 @@
-"""Start the control plane: store, configuration, first-start tokens, controller, HTTP."""
+"""Start the control plane: store, configuration, first-start tokens, controller, HTTP.
+
+``settings.role`` picks what this process runs: ``all`` (API and controller, the default),
+``api`` (HTTP only: any number of replicas on one PostgreSQL store) or ``controller``
+(scheduling only, behind the lease of ``controller.leader``; HTTP serves just the health
+routes). On SQLite one process runs, in role ``all``, and holds a lock next to the store.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +12,23 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import uvicorn
+from fastapi import FastAPI
 
 from gpupool.auth.audit import OK, AuditEntry, operator_actor, record
 from gpupool.auth.tokens import IssuedToken, create_token, has_tokens
 from gpupool.config import Settings
 from gpupool.controller.clock import SystemClock
+from gpupool.controller.leader import lock_sqlite_store
 from gpupool.core.errors import ConfigInvalid, Conflict
 from gpupool.data.redaction import install_logging, uvicorn_log_config
 from gpupool.data.storage import ensure_team_layouts
 from gpupool.server.app import create_app
 from gpupool.server.http_guard import guarded_protocol, raise_open_files_limit
-from gpupool.server.runtime import Runtime, build_runtime
+from gpupool.server.routes import health
+from gpupool.server.runtime import Runtime, build_runtime, is_postgres
 from gpupool.spec.load import load_config, parse_config
 from gpupool.spec.models import ClusterConfig
 from gpupool.state import config_store
@@ -114,10 +124,49 @@ def prepare_storage(config: ClusterConfig, settings: Settings) -> None:
         ) from exc
 
 
+def hold_store(settings: Settings) -> IO[str] | None:
+    """On SQLite, the lock that keeps a second server process off the store (held until the
+    returned file is closed). Roles other than ``all`` need PostgreSQL."""
+    if is_postgres(settings):
+        return None
+    if settings.role != "all":
+        raise ConfigInvalid(
+            f"--role {settings.role} needs PostgreSQL (GPUPOOL_DATABASE_URL): on SQLite one "
+            "process serves both the API and the controller (--role all)"
+        )
+    url = settings.database_url
+    path = url.split("///", 1)[-1].split("?", 1)[0] if "///" in url else ""
+    if not path or path == ":memory:":
+        return None
+    Path(path).parent.mkdir(mode=0o711, parents=True, exist_ok=True)
+    return lock_sqlite_store(Path(f"{path}.lock"))
+
+
+def health_app(runtime: Runtime) -> FastAPI:
+    """What a controller-only process serves: the health routes (its role, the leader)."""
+    app = FastAPI(title="gpupool controller", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.runtime = runtime
+    app.include_router(health.router)
+    return app
+
+
 def serve(
     settings: Settings,
     config_path: Path | None,
     echo: Callable[[str], None] = print,
+) -> None:
+    store_lock = hold_store(settings)  # released when serving ends, however it ends
+    try:
+        _serve(settings, config_path, echo)
+    finally:
+        if store_lock is not None:
+            store_lock.close()
+
+
+def _serve(
+    settings: Settings,
+    config_path: Path | None,
+    echo: Callable[[str], None],
 ) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -129,10 +178,14 @@ def serve(
     runtime = build_runtime(settings, config)
     scheme = "https" if settings.tls else "http"
     url = f"{scheme}://{settings.host}:{settings.port}"
-    tokens = first_start_tokens(runtime)
+    role = settings.role
+    tokens = first_start_tokens(runtime) if role != "controller" else []
     counts = f"{len(config.pools)} pool(s), {len(config.teams)} team(s)"
-    echo(f"gpupool {counts}; state in {settings.home}")
-    echo(f"listening on {url}  (API docs: {url}/docs)")
+    echo(f"gpupool {counts}; state in {settings.home}; role {role}")
+    if role == "controller":
+        echo(f"controller only (no API); health on {url}/healthz")
+    else:
+        echo(f"listening on {url}  (API docs: {url}/docs)")
     if tokens:
         echo("first start: one API token per user (shown once; keep them safe):")
         for token in tokens:
@@ -147,10 +200,11 @@ def serve(
     soft, _ = raise_open_files_limit()  # room for connections (slow clients are cut below)
     log.debug("open files limit: %d", soft)
     limits = settings.limits
-    runtime.controller.start()
+    if role != "api":  # an API replica leaves scheduling to the controllers
+        runtime.controller.start()
     try:
         uvicorn.run(
-            create_app(runtime),
+            health_app(runtime) if role == "controller" else create_app(runtime),
             host=settings.host,
             port=settings.port,
             # Header and body read deadlines: a request that never ends holds nothing long.

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -212,3 +213,31 @@ class ControllerStateRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     last_cycle_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     holder: Mapped[str] = mapped_column(String(200), default="")
+
+
+class ControllerLeaseRow(Base):
+    """Singleton row (id=1): which controller process leads, under which epoch (PostgreSQL).
+
+    Written only by ``state.lease``, with the database's clock: ``epoch`` grows by one at each
+    change of holder and fences every decision the leader writes (see ``controller.leader``).
+    """
+
+    __tablename__ = "controller_lease"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200), default="")
+    epoch: Mapped[int] = mapped_column(BigInteger, default=0)
+    acquired_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    renewed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class SecretRow(Base):
+    """A secret every server process of one store must agree on (the grant key), created
+    once by whichever process starts first. Never logged, never returned by the API."""
+
+    __tablename__ = "secrets"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
