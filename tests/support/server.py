@@ -31,12 +31,18 @@ class ServerProcess:
         port: int | None = None,
         env: Mapping[str, str] | None = None,
         preexec: Callable[[], None] | None = None,
+        role: str | None = None,
+        database_url: str | None = None,
     ) -> None:
         """``env``: extra environment of the server (e.g. ``GPUPOOL_*`` limits);
-        ``preexec``: run in the child before it starts (e.g. to lower a resource limit)."""
+        ``preexec``: run in the child before it starts (e.g. to lower a resource limit);
+        ``role``: ``--role`` (all, api, controller); ``database_url``: the store (default:
+        SQLite in ``home``; the caller's ``GPUPOOL_DATABASE_URL`` is never inherited)."""
         self.home = home
         self.env = dict(env or {})
         self.preexec = preexec
+        self.role = role
+        self.database_url = database_url
         self.config = config
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -47,6 +53,9 @@ class ServerProcess:
     def start(self, timeout: float = 30.0) -> None:
         env = {**os.environ, **self.env, "GPUPOOL_HOME": str(self.home)}
         env.pop("GPUPOOL_DATABASE_URL", None)
+        if self.database_url is not None:
+            env["GPUPOOL_DATABASE_URL"] = self.database_url
+        role = ["--role", self.role] if self.role is not None else []
         with self.log.open("a") as out:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
                 [
@@ -58,6 +67,7 @@ class ServerProcess:
                     str(self.config),
                     "--port",
                     str(self.port),
+                    *role,
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
