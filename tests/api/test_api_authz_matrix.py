@@ -20,6 +20,7 @@ from starlette.routing import Route
 from gpupool.server.app import create_app
 from gpupool.server.audit import MUTATING
 from gpupool.server.runtime import Runtime
+from gpupool.state import config_store
 from support.apikit import Api, make_api
 
 ROLES = {
@@ -43,6 +44,7 @@ SIGNED_IN = statuses(200, 200, 200, 200, 200, 401)
 READ_TEAM = statuses(200, 200, 200, 200, 403, 401)
 MUTATE_TEAM = statuses(200, 200, 200, 403, 403, 401)
 ADMINS = statuses(200, 200, 403, 403, 403, 401)
+PLATFORM_ADMIN = statuses(200, 403, 403, 403, 403, 401)
 # The signed URL of a job's grant is the credential; a bearer token is no substitute.
 SIGNED_URL_ONLY = statuses(403, 403, 403, 403, 403, 403)
 
@@ -54,6 +56,9 @@ class Expect:
     query: dict[str, str] = field(default_factory=dict)
     bearer: bool = True  # authenticated by the bearer token, so the audit names the caller
 
+
+DEMO_TEXT = (Path(__file__).resolve().parents[2] / "examples" / "demo.yaml").read_text()
+DEMO_VERSION = 1  # the version the server's start seeds from the file it is given
 
 # One entry per (method, path template) of the app. Add new routes here.
 EXPECTED: dict[tuple[str, str], Expect] = {
@@ -83,6 +88,13 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("GET", "/v1/pools"): Expect(SIGNED_IN),
     ("GET", "/v1/whoami"): Expect(SIGNED_IN),
     ("GET", "/v1/audit"): Expect(ADMINS),
+    ("GET", "/v1/config"): Expect(PLATFORM_ADMIN),
+    ("GET", "/v1/config/versions"): Expect(PLATFORM_ADMIN),
+    # The configuration in force, sent back unchanged: a diff and an apply that change nothing.
+    ("POST", "/v1/config/diff"): Expect(PLATFORM_ADMIN, body={"yaml": DEMO_TEXT}),
+    ("POST", "/v1/config"): Expect(
+        PLATFORM_ADMIN, body={"yaml": DEMO_TEXT, "base_version": DEMO_VERSION}
+    ),
     ("GET", "/v1/artifacts/{team}/{path:path}"): Expect(SIGNED_URL_ONLY, bearer=False),
     ("PUT", "/v1/artifacts/{team}/{path:path}"): Expect(SIGNED_URL_ONLY, bearer=False),
 }
@@ -120,6 +132,16 @@ CASES = [
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     demo = Path(__file__).resolve().parents[2] / "examples" / "demo.yaml"
     built = make_api(tmp_path_factory.mktemp("matrix") / "home", demo)
+    with built.runtime.sessions.begin() as session:  # what `gpupool server --config` seeds
+        config_store.append(
+            session,
+            base=0,
+            text=DEMO_TEXT,
+            at=built.runtime.clock.now(),
+            applied_by="test",
+            source=str(demo),
+            summary="first version",
+        )
     try:
         yield built
     finally:

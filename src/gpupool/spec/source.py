@@ -75,7 +75,11 @@ class Document:
 
 def parse_yaml(text: str) -> Document:
     """Compose and construct one YAML document; raise ``YamlSyntaxError`` if it is not YAML."""
-    loader = yaml.SafeLoader(text)
+    try:
+        # The reader checks every character as it is made: a control character fails here.
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as exc:
+        raise YamlSyntaxError(None, str(exc)) from exc
     try:
         root = loader.get_single_node()
         duplicates = duplicate_keys(root)

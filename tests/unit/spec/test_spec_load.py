@@ -304,6 +304,13 @@ def test_schema_problem(case: Case, build: Build) -> None:
             id="top level is a scalar",
         ),
         pytest.param(
+            "gpu_types: {h100: {}}\x1f\n",
+            None,
+            "special characters are not allowed",
+            "",
+            id="a control character",
+        ),
+        pytest.param(
             "# only a comment\n",
             None,
             "the file is empty",
