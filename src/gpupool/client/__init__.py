@@ -18,6 +18,7 @@ from gpupool.client.errors import (
     NotFound,
     ServerError,
     Unauthenticated,
+    Unavailable,
 )
 from gpupool.client.models import (
     Attempt,
@@ -56,6 +57,7 @@ __all__ = [
     "Team",
     "TeamQuota",
     "Unauthenticated",
+    "Unavailable",
     "WhoAmI",
     "WhyReport",
 ]

@@ -91,6 +91,19 @@ class ServerError(GpupoolError):
     code = "internal"
 
 
+class Unavailable(ServerError):
+    """The server cannot serve the request now (HTTP 503), e.g. its database is restarting:
+    nothing was done, so the same request may be sent again. ``retry_after``: the seconds
+    the server asked to wait (its ``Retry-After``), or None."""
+
+    code = "unavailable"
+    retry_after: float | None = None
+
+    def __str__(self) -> str:
+        wait = f"in {self.retry_after:g} s" if self.retry_after is not None else "shortly"
+        return f"{self.message} (the server is temporarily unavailable: retry {wait})"
+
+
 class ConnectionFailed(GpupoolError):
     """The server could not be reached (or the connection broke mid-request)."""
 
@@ -107,6 +120,7 @@ ERRORS_BY_CODE: dict[str, type[GpupoolError]] = {
     "conflict": Conflict,
     "payload_too_large": PayloadTooLarge,
     "too_many_requests": TooManyRequests,
+    "unavailable": Unavailable,
     "internal": ServerError,
 }
 
@@ -120,6 +134,7 @@ _ERRORS_BY_STATUS: dict[int, type[GpupoolError]] = {
     413: PayloadTooLarge,
     422: InvalidRequest,
     429: TooManyRequests,
+    503: Unavailable,
 }
 
 
@@ -146,13 +161,25 @@ def raise_for_response(response: httpx.Response) -> None:
         body = response.json()
     except ValueError:
         body = None
-    raise error_for(response.status_code, body)
+    error = error_for(response.status_code, body)
+    if isinstance(error, Unavailable):
+        error.retry_after = retry_after(response)
+    raise error
 
 
 def _class_for_status(status: int) -> type[GpupoolError]:
-    if status >= 500:
+    if status >= 500 and status != 503:
         return ServerError
     return _ERRORS_BY_STATUS.get(status, GpupoolError)
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """The ``Retry-After`` header in seconds (the delay form; an HTTP date is ignored)."""
+    try:
+        seconds = float(response.headers.get("Retry-After", ""))
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
 
 
 def display_url(url: str) -> str:

@@ -19,6 +19,12 @@ submits again whatever has no handle: a run that had started is found, not dupli
 Several controllers may run against one PostgreSQL store; only the one holding the lease
 (``leader.py``) ticks, and the transactions that write its admissions and read what to
 dispatch are fenced by the lease's epoch, so a deposed leader's late decisions are refused.
+
+A store that cannot be reached (``state.db.store_outage``) pauses the loop: one warning,
+then a tick every ``STORE_RETRY_FIRST_S`` doubling to ``STORE_RETRY_MAX_S`` until one goes
+through, and one line when it resumes. Nothing is lost by the pause: every decision is a
+transaction that either committed or did not, and a submission whose outcome could not be
+written is submitted again (same key) once the store is back.
 """
 
 from __future__ import annotations
@@ -68,7 +74,7 @@ from gpupool.scheduler import (
 )
 from gpupool.spec.models import ClusterConfig
 from gpupool.state import jobs, queue
-from gpupool.state.db import Session, SessionFactory
+from gpupool.state.db import Session, SessionFactory, store_outage
 from gpupool.state.models import AttemptRow, JobRow
 
 log = logging.getLogger(__name__)
@@ -76,6 +82,8 @@ log = logging.getLogger(__name__)
 MIN_TICK_GAP_S = 0.05
 FULL_CYCLE_S = 10.0
 CAPACITY_REFRESH_S = 30.0
+STORE_RETRY_FIRST_S = 0.5
+STORE_RETRY_MAX_S = 5.0
 
 
 @dataclass
@@ -124,6 +132,8 @@ class Controller:
         self._last_full = float("-inf")
         self._history: tuple[float, dict[str, float]] | None = None
         self.backoff = Backoff()
+        self.store_lost_at: float | None = None  # monotonic; set while the store is away
+        self._store_retry_s = STORE_RETRY_FIRST_S
         self._capacity: dict[str, PoolCapacity] = {}
         self._capacity_calls: dict[str, Future[PoolCapacity | None]] = {}
         self._capacity_at = float("-inf")
@@ -159,8 +169,15 @@ class Controller:
                 self.tick()
             except LeaseLost as exc:  # deposed: stop deciding, stand by for the lease
                 self.leader.deposed(str(exc))
-            except Exception:  # keep serving: one bad tick must not stop scheduling
-                log.exception("controller tick failed")
+            except Exception as exc:  # keep serving: one bad tick must not stop scheduling
+                outage = store_outage(exc)
+                if outage is None:
+                    log.exception("controller tick failed")
+                else:
+                    self._stop.wait(self._store_lost(outage.message))
+                    continue
+            else:
+                self._store_back()
             self._wake.wait(self._config().scheduler.cycle_interval_s)
             self._wake.clear()
             # Wakes (one per submit) are coalesced: under a burst the loop waits at least
@@ -170,6 +187,32 @@ class Controller:
             rest = max(MIN_TICK_GAP_S, 3 * took) - took
             if rest > 0:
                 self._stop.wait(rest)
+
+    def _store_lost(self, why: str) -> float:
+        """Pause: say so once per outage; how long to wait before the next try."""
+        now = self._clock.monotonic()
+        if self.store_lost_at is None:
+            self.store_lost_at = now
+            self._store_retry_s = STORE_RETRY_FIRST_S
+            log.warning(
+                "controller paused: %s; retrying every %g s up to %g s",
+                why,
+                STORE_RETRY_FIRST_S,
+                STORE_RETRY_MAX_S,
+            )
+        wait = self._store_retry_s
+        self._store_retry_s = min(2 * self._store_retry_s, STORE_RETRY_MAX_S)
+        return wait
+
+    def _store_back(self) -> None:
+        """A tick went through: if the loop was paused, resume. A standby's tick touches no
+        store, so it does not count (the lease elector reports the store itself)."""
+        if self.store_lost_at is None or self._epoch is None:
+            return
+        paused = self._clock.monotonic() - self.store_lost_at
+        self.store_lost_at = None
+        self._dirty = True  # submits and cancels may have come in meanwhile
+        log.info("controller resumed: the store answers again after %.1f s", paused)
 
     # -- the tick -------------------------------------------------------------------------
 
@@ -411,8 +454,11 @@ class Controller:
             self._record_submission(attempt_id, spec, result)
             # An unavailable backend leaves the attempt to be submitted again after backoff.
             recorded = not isinstance(result, BackendUnavailable)
-        except Exception:
-            log.exception("recording the submission of %s failed", spec.key)
+        except Exception as exc:
+            if store_outage(exc) is None:
+                log.exception("recording the submission of %s failed", spec.key)
+            else:  # not recorded: dispatched again (same key, found not duplicated) later
+                log.warning("cannot record the submission of %s now: the store is away", spec.key)
         finally:
             with self._lock:
                 if recorded:

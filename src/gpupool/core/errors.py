@@ -53,6 +53,11 @@ class Unavailable(GpupoolError):
     code = "unavailable"
 
 
+class StoreUnavailable(Unavailable):
+    """The database cannot be reached now (lost connection, restart, no free connection):
+    the API answers 503 with ``Retry-After``, the controller pauses until it is back."""
+
+
 class PayloadTooLarge(GpupoolError):
     """A request body is larger than the server accepts; the message names the limit."""
 

@@ -13,6 +13,13 @@ This module is also the store's face to the rest of gpupool: the ``Session`` (a 
 work, passed to the repository functions of ``state/``), ``SessionFactory`` (what makes them;
 ``begin()`` opens a transaction), ``Engine`` and ``IntegrityError`` are re-exported here so
 no package outside ``gpupool.state`` imports SQLAlchemy (tests/unit/test_import_rules.py).
+
+A store that goes away (PostgreSQL restarting, a network cut, a pool with no free connection)
+is told apart from a bug by :func:`store_outage`, which turns SQLAlchemy's connection-level
+errors into :class:`~gpupool.core.errors.StoreUnavailable`: the API answers it 503 with a
+``Retry-After``, the controller pauses and retries (``StoreError`` is what the API's handler
+is registered for). PostgreSQL engines ping a pooled connection before reusing it, so once
+the database is back the first request gets a fresh connection instead of a dead one.
 """
 
 from __future__ import annotations
@@ -28,8 +35,12 @@ from typing import Any, cast
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import CursorResult, Engine, Executable, create_engine, event, text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import SQLAlchemyError as StoreError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
+
+from gpupool.core.errors import StoreUnavailable
 
 __all__ = [
     "Engine",
@@ -37,9 +48,11 @@ __all__ = [
     "Session",
     "SessionFactory",
     "Sessions",
+    "StoreError",
     "make_engine",
     "ping",
     "session_factory",
+    "store_outage",
     "upgrade",
 ]
 
@@ -49,6 +62,7 @@ SessionFactory = sessionmaker[Session]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+CONNECT_TIMEOUT_S = 5
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +99,12 @@ def make_engine(url: str) -> Engine:
             cursor.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+    # pre-ping: a connection the pool kept across a database restart is replaced, not handed
+    # out dead; connect_timeout: an unreachable host fails a request in seconds, not minutes.
+    connect_args = {} if "connect_timeout" in url else {"connect_timeout": CONNECT_TIMEOUT_S}
+    return create_engine(
+        url, pool_pre_ping=True, pool_size=10, max_overflow=10, connect_args=connect_args
+    )
 
 
 def alembic_config(engine: Engine) -> Config:
@@ -113,6 +132,28 @@ def ping(engine: Engine) -> None:
     """Raise if the store cannot answer a trivial query (readiness)."""
     with engine.connect() as connection:
         connection.execute(text("SELECT 1"))
+
+
+def store_outage(exc: BaseException) -> StoreUnavailable | None:
+    """``exc`` as :class:`StoreUnavailable` when it says the store cannot be reached now (a
+    lost or refused connection, a server shutting down or restarting, no free connection in
+    the pool, a statement or lock timeout), else None: an error that retrying may cure.
+
+    The message names the driver's error class and the first line of its text only: never
+    SQLAlchemy's rendering, which quotes the statement and its parameters (job environments
+    may hold secrets)."""
+    if isinstance(exc, StoreUnavailable):
+        return exc
+    if isinstance(exc, PoolTimeout):
+        return StoreUnavailable(f"no free database connection: {str(exc).splitlines()[0]}")
+    lost = isinstance(exc, OperationalError | InterfaceError) or (
+        isinstance(exc, DBAPIError) and exc.connection_invalidated
+    )
+    if not lost:
+        return None
+    orig = getattr(exc, "orig", None) or exc
+    first = (str(orig).strip().splitlines() or [""])[0][:200]
+    return StoreUnavailable(f"the database cannot be reached: {type(orig).__name__}: {first}")
 
 
 class Sessions(sessionmaker[Session]):

@@ -19,6 +19,7 @@ from gpupool.client.errors import (
     NotFound,
     ServerError,
     Unauthenticated,
+    Unavailable,
 )
 from gpupool.client.sdk import Client
 from gpupool.client.testing import FakeApi, error_response
@@ -51,6 +52,7 @@ class Case:
             id="config_invalid is an InvalidRequest",
         ),
         pytest.param(Case(500, "internal", ServerError), id="internal"),
+        pytest.param(Case(503, "unavailable", Unavailable), id="unavailable"),
         pytest.param(Case(409, "lease_lost", Conflict), id="unknown code falls back to status"),
         pytest.param(Case(418, "teapot", GpupoolError), id="unknown code and status"),
     ],
@@ -81,6 +83,7 @@ def test_table_covers_every_server_code() -> None:
         "conflict",
         "payload_too_large",
         "too_many_requests",
+        "unavailable",
         "internal",
     }
     for code, cls in errors.ERRORS_BY_CODE.items():
@@ -92,6 +95,7 @@ def test_table_covers_every_server_code() -> None:
     [
         pytest.param(502, b"<html>Bad Gateway</html>", ServerError, id="proxy html 502"),
         pytest.param(404, b"", NotFound, id="empty 404"),
+        pytest.param(503, b"Service Unavailable", Unavailable, id="proxy text 503"),
         pytest.param(401, b'{"detail": "nope"}', Unauthenticated, id="foreign json 401"),
     ],
 )
@@ -100,6 +104,39 @@ def test_bodies_that_are_not_ours_map_by_status(status: int, body: bytes, want: 
 
     with pytest.raises(want, match=f"HTTP {status}"):
         errors.raise_for_response(response)
+
+
+@dataclass(frozen=True)
+class RetryCase:
+    header: str | None
+    want: float | None
+    says: str
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(RetryCase("2", 2.0, "retry in 2 s"), id="seconds are kept"),
+        pytest.param(RetryCase(None, None, "retry shortly"), id="no header"),
+        pytest.param(
+            RetryCase("Wed, 21 Oct 2026 07:28:00 GMT", None, "retry shortly"),
+            id="an HTTP date is ignored",
+        ),
+        pytest.param(RetryCase("-1", None, "retry shortly"), id="a negative delay is ignored"),
+    ],
+)
+def test_unavailable_says_to_retry_and_when(case: RetryCase) -> None:
+    headers = {} if case.header is None else {"Retry-After": case.header}
+    body = {"error": {"code": "unavailable", "message": "the database is unavailable"}}
+    response = httpx.Response(503, json=body, headers=headers)
+
+    with pytest.raises(Unavailable) as info:
+        errors.raise_for_response(response)
+
+    assert info.value.retry_after == case.want
+    assert isinstance(info.value, ServerError)  # callers that caught ServerError still do
+    assert str(info.value).startswith("the database is unavailable")
+    assert case.says in str(info.value)
 
 
 def test_success_does_not_raise() -> None:
