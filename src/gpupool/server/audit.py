@@ -37,6 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpupool.auth.audit import ANONYMOUS, OK, AuditEntry, record
 from gpupool.state import jobs
+from gpupool.state.db import store_outage
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,10 @@ class AuditMiddleware:
             await run_in_threadpool(self._write, scope, route, status, error_body)
         except Exception as exc:
             # The mutation already happened; failing the answer now would hide that.
+            outage = store_outage(exc)
+            if outage is not None:  # the store is away (no traceback: it is not a bug)
+                log.error("could not write the audit entry: %s", outage.message)
+                return
             log.error("could not write the audit entry: %s", type(exc).__name__, exc_info=exc)
 
     def _write(self, scope: Scope, route: Any, status: int, error_body: bytes) -> None:

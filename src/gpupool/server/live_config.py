@@ -27,6 +27,7 @@ from typing import Any
 from gpupool.spec.load import parse_config
 from gpupool.spec.models import ClusterConfig
 from gpupool.state import config_store
+from gpupool.state.db import store_outage
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class LiveConfig:
         self._every = check_every_s
         self._monotonic = monotonic
         self._checked = float("-inf")
+        self._store_away = False  # the last check found the store unreachable
         self._lock = threading.Lock()
         self.prepare: list[Listener] = []  # run before the swap; may raise to refuse it
         self.listeners: list[Listener] = []  # run after the swap
@@ -79,9 +81,16 @@ class LiveConfig:
             return False
         try:
             self._checked = self._monotonic()
-            return self._load_newer()
+            newer = self._load_newer()
+            self._store_away = False
+            return newer
         except Exception as exc:  # keep serving the version held; say why once per check
-            log.error("cannot load the newest configuration version: %s", exc)
+            outage = store_outage(exc)  # its message quotes no SQL; said once per outage
+            if outage is None:
+                log.error("cannot load the newest configuration version: %s", exc)
+            elif not self._store_away:
+                log.warning("cannot check for a newer configuration: %s", outage.message)
+            self._store_away = outage is not None
             return False
         finally:
             self._lock.release()
