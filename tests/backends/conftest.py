@@ -136,7 +136,8 @@ class LocalHarness:
         self.ctx = AdapterContext(
             pool=POOL,
             gpu_type="t4",
-            options={"max_runtime_grace_s": 1, **(options or {})},
+            # Jobs without a POSIX identity: as root they then run as the server's user.
+            options={"max_runtime_grace_s": 1, "run_without_identity": True, **(options or {})},
             state_dir=tmp_path / "state",
             gpus_per_node=4,
         )

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.timeout(60)
 
 POOL = "test-shared-dev-t4-pool"
+# These tests run jobs without a POSIX identity; as root the pool must be told to allow it.
+AS_SERVER = {"run_without_identity": True}
 
 
 def wait_for(predicate: Any, timeout: float = 10.0) -> None:
@@ -72,7 +74,7 @@ handle = LocalBackend(ctx).submit(spec)
 print(json.dumps(handle.to_dict()), flush=True)
 os.kill(os.getpid(), signal.SIGKILL)  # a control-plane crash right after submitting
 """
-    ctx = {"pool": POOL, "gpu_type": "t4", "gpus_per_node": 4}
+    ctx = {"pool": POOL, "gpu_type": "t4", "gpus_per_node": 4, "options": AS_SERVER}
     raw_spec = {
         "job_id": spec.job_id,
         "attempt": spec.attempt,
@@ -110,7 +112,7 @@ def test_a_claim_without_runner_waits_then_is_lost(tmp_path: Path) -> None:
         pool=POOL,
         gpu_type="t4",
         state_dir=tmp_path,
-        options={"launch_timeout_s": 0.1, "startup_timeout_s": 30},
+        options={"launch_timeout_s": 0.1, "startup_timeout_s": 30, **AS_SERVER},
     )
     spec = make_spec()
     backend = LocalBackend(ctx, launcher=launched.append)  # "crashes" before the runner starts
@@ -130,7 +132,7 @@ def test_a_claim_without_runner_waits_then_is_lost(tmp_path: Path) -> None:
 def test_a_late_runner_is_found_through_the_attempt_dir(tmp_path: Path) -> None:
     launched: list[Path] = []
     ctx = AdapterContext(
-        pool=POOL, gpu_type="t4", state_dir=tmp_path, options={"launch_timeout_s": 0}
+        pool=POOL, gpu_type="t4", state_dir=tmp_path, options={"launch_timeout_s": 0, **AS_SERVER}
     )
     backend = LocalBackend(ctx, launcher=launched.append)
     handle = backend.submit(make_spec())
@@ -143,7 +145,7 @@ def test_a_late_runner_is_found_through_the_attempt_dir(tmp_path: Path) -> None:
 def test_cancel_before_the_runner_starts_means_the_job_never_runs(local: LocalHarness) -> None:
     launched: list[Path] = []
     backend = LocalBackend(
-        replace(local.ctx, options={"launch_timeout_s": 0}), launcher=launched.append
+        replace(local.ctx, options={"launch_timeout_s": 0, **AS_SERVER}), launcher=launched.append
     )
     spec = local.spec("never")
     handle = backend.submit(spec)
@@ -175,7 +177,7 @@ def test_a_killed_runner_is_lost_and_cancel_kills_its_orphaned_job(local: LocalH
 
 
 def test_max_runtime_escalates_to_sigkill_after_the_grace(local: LocalHarness) -> None:
-    backend = LocalBackend(replace(local.ctx, options={"max_runtime_grace_s": 0.3}))
+    backend = LocalBackend(replace(local.ctx, options={"max_runtime_grace_s": 0.3, **AS_SERVER}))
     spec = local.spec("stubborn", duration_s=30, trap_term="ignore", max_runtime_s=1)
     status = local.wait(backend.submit(spec))
     assert (status.state, status.exit_code) == (RunState.FAILED, 128 + signal.SIGKILL)
@@ -371,3 +373,15 @@ def test_the_runner_starts_without_psutil() -> None:
     probe = "import sys, gpupool.backends.local.runner; print('psutil' in sys.modules)"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert loaded.stdout.strip() == "False"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root server switches users: run as root")
+def test_as_root_a_job_without_a_posix_identity_is_refused_not_run_as_root(
+    tmp_path: Path,
+) -> None:
+    # Its user left users: while the job was queued: the controller's spec has no identity.
+    launched: list[Path] = []
+    ctx = AdapterContext(pool=POOL, gpu_type="t4", state_dir=tmp_path, gpus_per_node=4)
+    with pytest.raises(BackendRejected, match="'alice' has no POSIX identity"):
+        LocalBackend(ctx, launcher=launched.append).submit(make_spec())
+    assert launched == [] and not (tmp_path / "local" / POOL / "j.1").exists()

@@ -312,6 +312,7 @@ def test_a_url_is_void_once_its_user_is_not_in_the_team(api: Api, case: Membersh
         runtime.clock,
         groups_of=None if case.groups is None else lambda user: frozenset(case.groups or ()),
         unverified_groups=case.oidc,
+        as_root=False,  # membership only: dora has no POSIX identity (as root: next test)
     )
     later = int((runtime.clock.now() + timedelta(hours=1)).timestamp())
     query = dict(parse_qsl(runtime.signer.query("GET", "team-a", case.user, "shared/f", later)))
@@ -320,6 +321,39 @@ def test_a_url_is_void_once_its_user_is_not_in_the_team(api: Api, case: Membersh
         return
     with pytest.raises(Forbidden, match=f"user '{case.user}' is no longer in team team-a"):
         service.read("team-a", "shared/f", query)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="permissions are applied only as root: run as root")
+@pytest.mark.parametrize("method", ["GET", "PUT"])
+def test_as_root_a_url_of_a_user_without_a_posix_identity_is_refused(
+    api: Api, method: str
+) -> None:
+    # dora is in the team through a group but not under users: (e.g. removed from it after
+    # her URL was made). Without a uid to check as, root would read any member's home.
+    (team_root(api) / "shared" / "f").write_text("x")
+    runtime = api.runtime
+    assert runtime.signer is not None
+    service = ArtifactService(
+        runtime.signer,
+        runtime.current_config,
+        runtime.settings.home,
+        runtime.clock,
+        groups_of=lambda user: frozenset({"TeamA"}),
+    )
+    later = int((runtime.clock.now() + timedelta(hours=1)).timestamp())
+    path = "shared/f" if method == "GET" else "shared/out/g"
+    scope = "shared/f" if method == "GET" else "shared/out"
+    query = dict(parse_qsl(runtime.signer.query(method, "team-a", "dora", scope, later)))
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"planted"
+
+    with pytest.raises(Forbidden, match="'dora' has no POSIX identity"):
+        if method == "GET":
+            service.read("team-a", path, query).close()
+        else:
+            asyncio.run(service.write("team-a", path, query, body()))
+    assert not (team_root(api) / "shared" / "out").exists()
 
 
 def test_without_root_links_are_still_refused_and_nothing_is_re_owned(api: Api) -> None:

@@ -166,6 +166,12 @@ class LocalBackend:
         limit = self.ctx.gpus_per_node
         if any(d < 0 or (limit and d >= limit) for d in devices):
             raise BackendRejected(f"devices {list(devices)} are not all in 0..{limit - 1}")
+        if self._switch_users and spec.posix is None and not self.options.run_without_identity:
+            # The server is root: a job without its user's uid would run as root.
+            raise BackendRejected(
+                f"user {spec.user!r} has no POSIX identity (uid, gid) in the configuration, "
+                "and a local pool never runs a job as root: add them under users:"
+            )
 
     def _make_root(self) -> None:
         self.root.mkdir(mode=0o711, parents=True, exist_ok=True)

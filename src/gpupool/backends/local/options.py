@@ -35,6 +35,9 @@ class LocalOptions:
     max_processes: int = 4096
     max_log_bytes: int = 100 << 20  # output.log keeps this much, then says it was truncated
     cgroups: str = "auto"  # auto: a per-job cgroup when possible | required | off (subreaper)
+    # As root, a job without a POSIX identity (its user left users: while it was queued) is
+    # refused, never run as root. True: run it as the server's user (tests of the backend).
+    run_without_identity: bool = False
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> LocalOptions:
@@ -55,6 +58,8 @@ class LocalOptions:
                     value = values[name]
                     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                         raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+            if not isinstance(values.get("run_without_identity", False), bool):
+                raise ValueError("run_without_identity must be true or false")
             if values.get("cgroups", "auto") not in CGROUP_MODES:
                 raise ValueError(
                     f"cgroups must be one of {', '.join(CGROUP_MODES)}, got {values['cgroups']!r}"

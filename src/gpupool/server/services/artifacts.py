@@ -122,7 +122,13 @@ class ArtifactService:
             return None
         posix = posix_identity(config, user, team)
         if posix is None:
-            return None
+            # Fail closed: without a uid to check as, the server (root) could do what no
+            # job can, e.g. read another member's home (the user left users: after the URL
+            # was made, and is still in the team through a group).
+            raise Forbidden(
+                f"user {user!r} has no POSIX identity (uid, gid) in the configuration: this "
+                "URL is void; an operator must add them under users:"
+            )
         return Identity(posix.uid, posix.gid, frozenset(posix.groups))
 
     def read(self, team: str, raw: str, params: Mapping[str, str]) -> OpenedFile:
