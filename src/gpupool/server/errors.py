@@ -94,8 +94,8 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StoreError)
     async def _store(request: Request, exc: Exception) -> JSONResponse:
         outage = store_outage(exc)
-        if outage is None:  # a store error that is not an outage is a bug: a plain 500
-            return _internal(request, exc)
+        if outage is None:  # not an outage but a bug: on to the 500 handler, as before
+            raise exc
         if _outage_log.due():
             log.warning(
                 "answering 503 while the store is unreachable (%s %s): %s",
