@@ -20,6 +20,7 @@ from gpupool.core.errors import Forbidden
 from gpupool.data.grants.base import Grant, GrantError
 from gpupool.data.storage import ensure_team_layouts
 from gpupool.server.services.artifacts import ArtifactService
+from gpupool.state import config_store
 from support.apikit import Api
 
 POOL = "demo-shared-dev-t4-pool"
@@ -116,13 +117,25 @@ def test_a_job_reads_its_input_and_writes_its_output(
     assert "gp_sig" not in detail.text
 
 
-def test_a_pool_identity_pool_gives_no_grant(api: Api, recording: Recording) -> None:
-    config = api.runtime.config
-    api.runtime.config = config.model_copy(
-        update={
-            "pools": [p.model_copy(update={"data_access": "pool-identity"}) for p in config.pools]
-        }
-    )
+def test_a_pool_identity_pool_gives_no_grant(
+    api: Api, recording: Recording, demo_path: Path
+) -> None:
+    # The demo with every pool on pool-identity, applied as a new configuration version.
+    text = demo_path.read_text().replace("data_access: grant", "data_access: pool-identity")
+    live = api.runtime.live
+    assert live is not None and "data_access: pool-identity" in text
+    with api.runtime.sessions.begin() as session:
+        config_store.append(
+            session,
+            base=live.version,
+            text=text,
+            at=api.runtime.clock.now(),
+            applied_by="test",
+            source=str(demo_path),
+            summary="pools without grants",
+        )
+    assert live.refresh()
+    assert {p.data_access for p in api.runtime.current_config().pools} == {"pool-identity"}
     job = api.submit(
         "alice", resources={"gpus": 1, "gpu_types": ["t4"]}, inputs=[INPUT], outputs=[OUTPUT]
     )["id"]
@@ -325,9 +338,7 @@ def test_a_url_is_void_once_its_user_is_not_in_the_team(api: Api, case: Membersh
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="permissions are applied only as root: run as root")
 @pytest.mark.parametrize("method", ["GET", "PUT"])
-def test_as_root_a_url_of_a_user_without_a_posix_identity_is_refused(
-    api: Api, method: str
-) -> None:
+def test_as_root_a_url_of_a_user_without_a_posix_identity_is_refused(api: Api, method: str) -> None:
     # dora is in the team through a group but not under users: (e.g. removed from it after
     # her URL was made). Without a uid to check as, root would read any member's home.
     (team_root(api) / "shared" / "f").write_text("x")
