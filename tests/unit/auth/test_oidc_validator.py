@@ -47,7 +47,9 @@ def claims(**overrides: Any) -> dict[str, Any]:
         "preferred_username": "dave",
         "groups": ["TeamA", "Everyone"],
         "iat": now,
-        "exp": now + 300,
+        # The cases are built when the module is collected, which may be long before they run
+        # in a full suite: a day, not minutes, so that only the "expired" case has expired.
+        "exp": now + 86_400,
         "jti": "abc-123",
     }
     base.update(overrides)
@@ -123,7 +125,7 @@ CASES = [
     pytest.param(Case(signed(kid="rotated-away"), want_message="signing key"), id="unknown key id"),
     pytest.param(Case(signed(exp=None), want_message="'exp'"), id="no expiry"),
     pytest.param(
-        Case(signed(nbf=int(time.time()) + 3600), want_message="Immature"), id="not valid yet"
+        Case(signed(nbf=int(time.time()) + 86_400), want_message="Immature"), id="not valid yet"
     ),
     pytest.param(Case("a.b.c", want_message="well-formed"), id="garbage"),
 ]
