@@ -1,19 +1,25 @@
 """API benchmark: submit throughput and submit→running latency on the local backend.
 
-Starts a real ``gpupool server`` (SQLite, local backend) in a subprocess, then
+Starts a real ``gpupool server`` (local backend) in a subprocess, once per store of
+``--stores`` (SQLite and, when it can be reached at ``GPUPOOL_BENCH_POSTGRES_URL`` or
+127.0.0.1:5432, PostgreSQL in a scratch database), and on each
 0. job arrays: ``--arrays`` arrays of ``--array-size`` tasks POSTed one after another (tasks
-   that cannot be admitted): jobs stored per second through arrays, on SQLite and, when it
-   can be reached (``GPUPOOL_BENCH_POSTGRES_URL`` or 127.0.0.1:5432), PostgreSQL too,
+   that cannot be admitted): jobs stored per second through arrays,
 1. submits ``--submits`` jobs from ``--clients`` concurrent HTTP clients (jobs that cannot be
    admitted, so the measure is the API and store, not process start-up), and
 2. latency with a queue: ``--queued`` jobs wait in the queue (they cannot be admitted), then
    ``--probes`` runnable jobs are submitted one after another; each job writes the time it
    started, so latency runs from just before its POST to the job's own first instruction;
-3. burst latency: ``--burst`` runnable jobs submitted at once (process start-up bound).
+3. burst latency: ``--burst`` runnable jobs submitted at once (process start-up bound),
+4. drain: one array of ``--drain`` tasks of ``--drain-seconds`` each on a pool of 8 GPUs, one
+   GPU a task: efficiency = ideal makespan (tasks x seconds / 8) / measured makespan (from
+   the POST to the last task's own end).
+
+Every case but the arrays is a dict per store in the JSON output (``submit.sqlite``, ...).
 
 Usage: python bench/api.py [--json] [--submits 2000] [--clients 8] [--queued 100] [--probes 50]
-       [--burst 100] [--arrays 10] [--array-size 1000] [--cases all|arrays]
-       [--stores sqlite,postgresql]
+       [--burst 100] [--drain 200] [--drain-seconds 1] [--arrays 10] [--array-size 1000]
+       [--cases all|arrays] [--stores sqlite,postgresql]
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -37,14 +43,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from support.server import ServerProcess, wait_for
 
 CONFIG = """
-gpu_types: {cpu: {}, h100: {}}
+gpu_types: {cpu: {}, h100: {}, a100: {}}
 pools:
   - {name: bench-cpu-pool, backend: local, gpu_type: cpu, nodes: 1,
      node: {gpus: 0, cpus: 512, memory_gb: 4096}}
   - {name: bench-h100-pool, backend: local, gpu_type: h100, nodes: 1, node: {gpus: 1}}
+  - {name: bench-a100-pool, backend: local, gpu_type: a100, nodes: 1,
+     node: {gpus: 8, cpus: 64, memory_gb: 512}}
 teams:
   runners: {members: {bench: member}, quota: {cpu: {cpus: 512}}}
   waiters: {members: {bench: member}}
+  drainers: {members: {bench: member}, quota: {a100: {nominal: 8}}}
 users:
   bench: {uid: 0, gid: 0}
 scheduler: {cycle_interval_s: 0.5}
@@ -139,20 +148,23 @@ def postgres_database() -> Iterator[str | None]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def arrays_on(store: str, root: Path, config: Path, arrays: int, size: int) -> dict:
+def on_store(
+    store: str, root: Path, config: Path, name: str, run: Callable[[ServerProcess], dict]
+) -> dict:
+    """``run`` against a fresh server on a fresh ``store`` (a skip note if it is away)."""
     with contextlib.ExitStack() as stack:
         url = None
         if store == "postgresql":
             url = stack.enter_context(postgres_database())
             if url is None:
                 return {"skipped": f"PostgreSQL not reachable at {POSTGRES_ADMIN_URL}"}
-        home = root / f"home-{store}"
+        home = root / f"home-{store}-{name}"
         server = (
             ServerProcess(home, config, database_url=url) if url else ServerProcess(home, config)
         )
         server.start()
         try:
-            return array_throughput(server, arrays, size)
+            return run(server)
         finally:
             server.stop()
 
@@ -204,6 +216,50 @@ def latency_burst(server: ServerProcess, jobs: int, out: Path) -> dict[str, floa
     return summary(sent)
 
 
+def drain(server: ServerProcess, tasks: int, seconds: float, out: Path) -> dict[str, float]:
+    """One array of ``tasks`` one-GPU tasks of ``seconds`` each on 8 GPUs; each task writes
+    the time it ended. Efficiency: the ideal makespan over the measured one."""
+    ends = out / f"drain-{secrets.token_hex(3)}"
+    ends.mkdir(mode=0o777)
+    body = {
+        "team": "drainers",
+        "command": ["sh", "-c", f"sleep {seconds}; date +%s.%N > {ends}/$GPUPOOL_ARRAY_INDEX"],
+        "resources": {"gpus": 1, "gpu_types": ["a100"], "cpus": 1, "memory_gb": 1},
+        "array": f"0-{tasks - 1}",
+    }
+    with server.client("bench") as client:
+        sent = time.time()
+        client.post("/v1/arrays", json=body).raise_for_status()
+    stamps = [ends / str(i) for i in range(tasks)]
+    wait_for(lambda: all(started(p) for p in stamps), timeout=10 * tasks * seconds, what="drain")
+    makespan = max(float(p.read_text()) for p in stamps) - sent
+    ideal = tasks * seconds / 8
+    return {
+        "jobs": tasks,
+        "job_seconds": seconds,
+        "gpus": 8,
+        "ideal_s": round(ideal, 2),
+        "makespan_s": round(makespan, 2),
+        "efficiency": round(ideal / makespan, 3),
+    }
+
+
+CASES = ("submit_to_running", "burst_submit_to_running", "drain", "submit")
+
+
+def cases(server: ServerProcess, args: argparse.Namespace, root: Path) -> dict:
+    """The cases after the arrays, on one server, in this order (the submit case last: the
+    jobs it leaves queued would slow the others' cycles)."""
+    out = root / f"stamps-{secrets.token_hex(3)}"  # each store's jobs write their own files
+    out.mkdir(mode=0o777)
+    return {
+        "submit_to_running": latency_with_queue(server, args.queued, args.probes, out),
+        "burst_submit_to_running": latency_burst(server, args.burst, out),
+        "drain": drain(server, args.drain, args.drain_seconds, out),
+        "submit": submit_throughput(server, args.submits, args.clients),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -212,13 +268,15 @@ def main() -> None:
     parser.add_argument("--queued", type=int, default=100)
     parser.add_argument("--probes", type=int, default=50)
     parser.add_argument("--burst", type=int, default=100)
+    parser.add_argument("--drain", type=int, default=200)
+    parser.add_argument("--drain-seconds", type=float, default=1.0)
     parser.add_argument("--arrays", type=int, default=10)
     parser.add_argument("--array-size", type=int, default=1000)
     parser.add_argument(
         "--cases", choices=("all", "arrays"), default="all", help="arrays: only the arrays case"
     )
     parser.add_argument(
-        "--stores", default="sqlite,postgresql", help="stores of the arrays case, comma-separated"
+        "--stores", default="sqlite,postgresql", help="stores to run every case on, comma-separated"
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpupool-bench-") as tmp:
@@ -228,25 +286,28 @@ def main() -> None:
         uid, gid = os.getuid(), os.getgid()
         config.write_text(CONFIG.replace("uid: 0, gid: 0", f"uid: {uid}, gid: {gid}"))
         stores = [s.strip() for s in args.stores.split(",") if s.strip()]
-        arrays = {s: arrays_on(s, root, config, args.arrays, args.array_size) for s in stores}
+        arrays = {
+            s: on_store(
+                s,
+                root,
+                config,
+                "arrays",
+                lambda v: array_throughput(v, args.arrays, args.array_size),
+            )
+            for s in stores
+        }
         result: dict = {
             "benchmark": "api",
-            "store": "sqlite",
+            "stores": stores,
             "backend": "local",
             "cpus": os.cpu_count(),
             "arrays": arrays,
         }
         if args.cases == "all":
-            server = ServerProcess(root / "home", config)
-            server.start()
-            try:
-                result["submit_to_running"] = latency_with_queue(
-                    server, args.queued, args.probes, root
-                )
-                result["burst_submit_to_running"] = latency_burst(server, args.burst, root)
-                result["submit"] = submit_throughput(server, args.submits, args.clients)
-            finally:
-                server.stop()
+            for store in stores:
+                measured = on_store(store, root, config, "cases", lambda v: cases(v, args, root))
+                for case in CASES:
+                    result.setdefault(case, {})[store] = measured.get(case, measured)
     if args.json:
         print(json.dumps(result))
         return
@@ -260,19 +321,30 @@ def main() -> None:
                 f"p50 {measured['p50_array_ms']} ms per array)"
             )
     if args.cases == "all":
-        thr, probe, burst = (
-            result["submit"],
-            result["submit_to_running"],
-            result["burst_submit_to_running"],
-        )
-        print(
-            f"submit: {thr['submits_per_s']}/s with {thr['clients']} clients ({thr['jobs']} jobs)"
-        )
-        print(
-            f"submit->running with {probe['queued']} queued: p50 {probe['p50_ms']} ms, "
-            f"p99 {probe['p99_ms']} ms ({probe['jobs']} probes)"
-        )
-        print(f"burst of {burst['jobs']}: p50 {burst['p50_ms']} ms, p99 {burst['p99_ms']} ms")
+        for store in stores:
+            thr = result["submit"][store]
+            if "skipped" in thr:
+                print(f"{store}: skipped ({thr['skipped']})")
+                continue
+            probe = result["submit_to_running"][store]
+            burst = result["burst_submit_to_running"][store]
+            dr = result["drain"][store]
+            print(
+                f"{store}: submit {thr['submits_per_s']}/s with {thr['clients']} clients "
+                f"({thr['jobs']} jobs)"
+            )
+            print(
+                f"{store}: submit->running with {probe['queued']} queued: p50 {probe['p50_ms']} "
+                f"ms, p99 {probe['p99_ms']} ms ({probe['jobs']} probes)"
+            )
+            print(
+                f"{store}: burst of {burst['jobs']}: p50 {burst['p50_ms']} ms, "
+                f"p99 {burst['p99_ms']} ms"
+            )
+            print(
+                f"{store}: drain of {dr['jobs']} x {dr['job_seconds']} s on 8 GPUs: "
+                f"{dr['makespan_s']} s (ideal {dr['ideal_s']} s), efficiency {dr['efficiency']}"
+            )
 
 
 if __name__ == "__main__":
