@@ -124,26 +124,7 @@ class Client:
         ``idempotency_key`` names the whole array. Each task sees ``GPUPOOL_ARRAY_JOB_ID`` and
         ``GPUPOOL_ARRAY_INDEX``; its job id is ``<array id>_<index>``."""
         key = options.pop("idempotency_key", None)
-        defaults: dict[str, Any] = {
-            "team": None,
-            "gpus": 1,
-            "gpu_types": None,
-            "nodes": 1,
-            "cpus": None,
-            "memory_gb": None,
-            "priority_class": None,
-            "name": None,
-            "kind": None,
-            "backend": None,
-            "env": None,
-            "inputs": None,
-            "outputs": None,
-            "max_runtime_s": None,
-        }
-        unknown = sorted(set(options) - set(defaults))
-        if unknown:
-            raise TypeError(f"submit_array() got unexpected options: {', '.join(unknown)}")
-        body = wire.array_body(array, wire.submit_body(command, **{**defaults, **options}))
+        body = wire.array_body(array, command, options)
         answer = self._request(
             "POST", f"{wire.API}/arrays", json=body, headers=wire.submit_headers(key)
         )

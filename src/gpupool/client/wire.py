@@ -36,10 +36,33 @@ def array_path(array_id: str, action: str = "") -> str:
     return f"{path}/{action}" if action else path
 
 
-def array_body(array: str, body: dict[str, Any]) -> dict[str, Any]:
+# The options of ``submit`` (but its idempotency key) and their defaults, for ``submit_array``.
+SUBMIT_DEFAULTS: dict[str, Any] = {
+    "team": None,
+    "gpus": 1,
+    "gpu_types": None,
+    "nodes": 1,
+    "cpus": None,
+    "memory_gb": None,
+    "priority_class": None,
+    "name": None,
+    "kind": None,
+    "backend": None,
+    "env": None,
+    "inputs": None,
+    "outputs": None,
+    "max_runtime_s": None,
+}
+
+
+def array_body(array: str, command: list[str], options: dict[str, Any]) -> dict[str, Any]:
+    """The body of an array submit: ``options`` are those of ``submit`` (no idempotency key)."""
     if not isinstance(array, str):
         raise TypeError("array must be a string of indices, e.g. '0-999', '0-9:2' or '1,3,5'")
-    return {**body, "array": array}
+    unknown = sorted(set(options) - set(SUBMIT_DEFAULTS))
+    if unknown:
+        raise TypeError(f"submit_array() got unexpected options: {', '.join(unknown)}")
+    return {**submit_body(command, **{**SUBMIT_DEFAULTS, **options}), "array": array}
 
 
 def team_path(team: str) -> str:
