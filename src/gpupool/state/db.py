@@ -83,11 +83,18 @@ def private_sqlite_files(db: Path) -> None:
 
 
 def make_engine(url: str) -> Engine:
+    """An engine whose errors never quote a statement's parameters (``hide_parameters``): a
+    failed insert's message would otherwise carry job environments or the grant key into a
+    traceback or a log line."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1].split("?", 1)[0] if "///" in url else ""
         if path and path != ":memory:":
             private_sqlite_files(Path(path))
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            hide_parameters=True,
+        )
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -103,7 +110,12 @@ def make_engine(url: str) -> Engine:
     # out dead; connect_timeout: an unreachable host fails a request in seconds, not minutes.
     connect_args = {} if "connect_timeout" in url else {"connect_timeout": CONNECT_TIMEOUT_S}
     return create_engine(
-        url, pool_pre_ping=True, pool_size=10, max_overflow=10, connect_args=connect_args
+        url,
+        pool_pre_ping=True,
+        pool_size=10,
+        max_overflow=10,
+        connect_args=connect_args,
+        hide_parameters=True,
     )
 
 

@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from gpupool.auth.tokens import create_token, verify_token
 from gpupool.core.errors import Unauthenticated
-from gpupool.state.db import make_engine, session_factory, upgrade
+from gpupool.state.db import StoreError, make_engine, session_factory, upgrade
 from gpupool.state.models import Base, JobRow
 from support.rows import queued_job
 
@@ -105,3 +105,10 @@ def test_tokens_are_hashed_expire_and_verify(engine: Engine) -> None:
             verify_token(session, issued.secret, T0 + timedelta(hours=2))
         with pytest.raises(Unauthenticated, match="invalid"):
             verify_token(session, issued.secret[:-2] + "xx", T0)
+
+
+def test_a_failed_statement_does_not_quote_its_parameters(engine: Engine) -> None:
+    # Job environments and the grant key are statement parameters: an error must not show them.
+    with pytest.raises(StoreError) as caught, engine.connect() as connection:
+        connection.execute(text("INSERT INTO nowhere VALUES (:v)"), {"v": "s3cr3t-value"})
+    assert "s3cr3t-value" not in str(caught.value)
