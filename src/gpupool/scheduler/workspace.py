@@ -72,11 +72,21 @@ def gpuless_held(running: tuple[RunningJob, ...]) -> dict[tuple[str, str], tuple
     held: dict[tuple[str, str], tuple[float, float]] = {}
     for job in running:
         if job.gpus == 0:
-            key = (job.team, job.gpu_type)
-            cpus, memory = gpuless_charge(job.cpus, job.memory_gb, len(job.placements))
-            before = held.get(key, (0.0, 0.0))
-            held[key] = (before[0] + cpus, before[1] + memory)
+            _charge(held, (job.team, job.gpu_type), job.cpus, job.memory_gb, len(job.placements))
     return held
+
+
+def _charge(
+    held: dict[tuple[str, str], tuple[float, float]],
+    key: tuple[str, str],
+    cpus: float,
+    memory_gb: float,
+    nodes: int,
+) -> None:
+    """Add a GPU-less job's charge (:func:`~gpupool.core.quota.gpuless_charge`) to ``key``."""
+    more = gpuless_charge(cpus, memory_gb, nodes)
+    before = held.get(key, (0.0, 0.0))
+    held[key] = (before[0] + more[0], before[1] + more[1])
 
 
 class Workspace:
@@ -326,10 +336,7 @@ class Workspace:
         placements = pool.take(nodes, shape)
         self.change_usage(team, gpu_type, shape.gpus * shape.nodes)
         if shape.gpus == 0:
-            held = self._gpuless_held()
-            cpus, memory = held.get((team, gpu_type), (0.0, 0.0))
-            more = gpuless_charge(shape.cpus, shape.memory_gb, shape.nodes)
-            held[(team, gpu_type)] = (cpus + more[0], memory + more[1])
+            self._add_gpuless(team, gpu_type, shape)
         self.admitted.append((pool.name, placements, shape.cpus, shape.memory_gb, ends_by))
         self._moved(team, gpu_type)
         return placements
@@ -339,11 +346,11 @@ class Workspace:
         team's cap from now on, so that no later decision gives the team's share of the cap it
         counts on to another of the team's GPU-less jobs (its victims keep theirs until they
         end, so the cap is never exceeded)."""
-        held = self._gpuless_held()
-        cpus, memory = held.get((team, gpu_type), (0.0, 0.0))
-        more = gpuless_charge(shape.cpus, shape.memory_gb, shape.nodes)
-        held[(team, gpu_type)] = (cpus + more[0], memory + more[1])
+        self._add_gpuless(team, gpu_type, shape)
         self._moved(team, gpu_type)
+
+    def _add_gpuless(self, team: str, gpu_type: str, shape: Shape) -> None:
+        _charge(self._gpuless_held(), (team, gpu_type), shape.cpus, shape.memory_gb, shape.nodes)
 
     def claim(self, team: str, gpu_type: str, need: int, victims: list[RunningJob]) -> None:
         """A preemptor of ``team`` counts on ``victims`` ending: move the quota to the future.
