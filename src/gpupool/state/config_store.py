@@ -22,15 +22,14 @@ import hashlib
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
 
 from sqlalchemy import func, or_, select, update
-from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gpupool.core.errors import Conflict
 from gpupool.core.jobs import ACTIVE, JobStatus
+from gpupool.state.db import rows_changed as _changed
 from gpupool.state.models import ConfigVersionRow, EventRow, JobRow
 
 _ACTIVE = [s.value for s in ACTIVE]
@@ -181,8 +180,3 @@ def retire_jobs(
             cancelled += 1
             session.add(EventRow(job_id=job.id, at=at, kind="cancel_requested", message=why))
     return failed, cancelled
-
-
-def _changed(session: Session, statement: Any) -> int:
-    """Rows an UPDATE changed."""
-    return int(cast(CursorResult[Any], session.execute(statement)).rowcount)
