@@ -78,7 +78,7 @@ class ConfigService:
         new = _parse(text, source)
         with self._sessions() as session:
             base, old = self._base(session)
-            return self._diff_out(session, base, old, new)
+            return self._diff_out(session, base, spec_diff.diff(old, new))
 
     # -- apply ----------------------------------------------------------------------------
 
@@ -92,7 +92,8 @@ class ConfigService:
             base, old = self._base(session)
             if base != base_version:
                 raise config_store.stale_version(base_version, base)
-            out = self._diff_out(session, base, old, new)
+            changes = spec_diff.diff(old, new)
+            out = self._diff_out(session, base, changes)
             if not out.changes:
                 return ConfigApplyOut(version=base, applied=False, diff=out)
             jobs = [config_store.JobInUse(j.id, j.team, j.status, j.pool) for j in out.jobs_in_use]
@@ -110,7 +111,7 @@ class ConfigService:
                 summary=out.summary,
             )
             if jobs:
-                removed_teams = spec_diff.removed(_changes(out), "teams")
+                removed_teams = spec_diff.removed(changes, "teams")
                 failed, cancelled = config_store.retire_jobs(
                     session, jobs, removed_teams, row.version, now
                 )
@@ -132,10 +133,7 @@ class ConfigService:
             return row.version, self._live.config
         return row.version, parse_config(row.text, f"configuration version {row.version}")
 
-    def _diff_out(
-        self, session: Any, base: int, old: ClusterConfig | None, new: ClusterConfig
-    ) -> ConfigDiffOut:
-        changes = spec_diff.diff(old, new)
+    def _diff_out(self, session: Any, base: int, changes: list[spec_diff.Change]) -> ConfigDiffOut:
         teams = spec_diff.removed(changes, "teams")
         pools = spec_diff.removed(changes, "pools")
         jobs = config_store.jobs_in_use(session, teams, pools)
@@ -193,13 +191,6 @@ def _in_use(jobs: list[config_store.JobInUse]) -> Conflict:
 
 def _job_dict(job: config_store.JobInUse) -> dict[str, Any]:
     return {"id": job.id, "team": job.team, "status": job.status, "pool": job.pool}
-
-
-def _changes(out: ConfigDiffOut) -> list[spec_diff.Change]:
-    return [
-        spec_diff.Change(spec_diff.Kind(c.kind), c.section, c.name, tuple(c.path), c.old, c.new)
-        for c in out.changes
-    ]
 
 
 def _version_out(row: Any) -> ConfigVersionOut:
