@@ -97,13 +97,7 @@ class Runtime:
         return self.config
 
     def _prepare_storage(self, config: ClusterConfig) -> None:
-        """Create or repair the teams' storage trees of ``config`` (``data.storage``)."""
-        try:
-            ensure_team_layouts(config, self.settings.home)
-        except (OSError, ValueError) as exc:
-            raise ConfigInvalid(
-                f"cannot prepare team storage: {exc}; check storage.root and the teams' gids"
-            ) from exc
+        prepare_storage(config, self.settings)
 
     def close(self) -> None:
         self.controller.stop()
@@ -126,6 +120,17 @@ def pool_bindings(config: ClusterConfig, state_dir: Path) -> dict[str, PoolBacke
         )
         for pool in config.pools
     }
+
+
+def prepare_storage(config: ClusterConfig, settings: Settings) -> None:
+    """Create or repair every team's local storage tree (owners, modes: data.storage);
+    run at start and whenever a new configuration is applied."""
+    try:
+        ensure_team_layouts(config, settings.home)
+    except (OSError, ValueError) as exc:
+        raise ConfigInvalid(
+            f"cannot prepare team storage: {exc}; check storage.root and the teams' gids"
+        ) from exc
 
 
 # Directories jobs must traverse (to their work dirs and team storage) but never list.

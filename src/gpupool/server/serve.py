@@ -24,11 +24,10 @@ from gpupool.controller.clock import SystemClock
 from gpupool.controller.leader import lock_sqlite_store
 from gpupool.core.errors import ConfigInvalid, Conflict
 from gpupool.data.redaction import install_logging, uvicorn_log_config
-from gpupool.data.storage import ensure_team_layouts
 from gpupool.server.app import create_app
 from gpupool.server.http_guard import guarded_protocol, raise_open_files_limit
 from gpupool.server.routes import health
-from gpupool.server.runtime import Runtime, build_runtime, is_postgres
+from gpupool.server.runtime import Runtime, build_runtime, is_postgres, prepare_storage
 from gpupool.spec.load import load_config, parse_config
 from gpupool.spec.models import ClusterConfig
 from gpupool.state import config_store
@@ -111,17 +110,6 @@ def first_start_tokens(runtime: Runtime) -> list[IssuedToken]:
             create_token(session, user, now, description="first start")
             for user in sorted(runtime.config.users)
         ]
-
-
-def prepare_storage(config: ClusterConfig, settings: Settings) -> None:
-    """Create or repair every team's local storage tree (owners, modes: data.storage);
-    run at start and whenever a new configuration is applied."""
-    try:
-        ensure_team_layouts(config, settings.home)
-    except (OSError, ValueError) as exc:
-        raise ConfigInvalid(
-            f"cannot prepare team storage: {exc}; check storage.root and the teams' gids"
-        ) from exc
 
 
 def hold_store(settings: Settings) -> IO[str] | None:
