@@ -405,8 +405,9 @@ class Controller:
     def dispatch(self) -> None:
         config = self._config()
         with self._sessions() as session:
-            self.leader.fence(session)  # only the leader submits (idempotent on the key)
             rows = queue.to_dispatch(session)
+            if rows:  # only the leader submits; a tick with nothing to submit asks nothing more
+                self.leader.fence(session)  # a takeover since the read makes it fail
         now = self._clock.monotonic()
         with self._lock:
             # A submission recorded after the rows above were read still shows as without a

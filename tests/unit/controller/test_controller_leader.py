@@ -246,6 +246,13 @@ def test_a_standby_controller_decides_nothing_and_a_deposed_one_writes_nothing(
         assert client.get(f"/v1/jobs/{second['id']}", headers=headers).json()["status"] == (
             "queued"
         )
+        with runtime.sessions.begin() as session:  # an admission not submitted yet...
+            session.execute(
+                text("UPDATE attempts SET status = 'admitted', handle = NULL WHERE job_id = :j"),
+                {"j": job["id"]},
+            )
+        with pytest.raises(LeaseLost):
+            runtime.controller.dispatch()  # ...is not submitted by a deposed leader
         client.close()
     finally:
         runtime.close()
