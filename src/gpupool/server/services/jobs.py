@@ -179,14 +179,15 @@ class JobService:
         gpu_types = check_against_config(body, team, config)
         inputs, outputs = check_data_paths(body, principal.user)
         priority_class = body.priority_class or config.default_priority_class(team)
+        key = header_key or body.idempotency_key
         return _Checked(
-            key=header_key or body.idempotency_key,
+            key=key,
             key_field="Idempotency-Key" if header_key else "idempotency_key",
             team=team,
             gpu_types=gpu_types,
             inputs=inputs,
             outputs=outputs,
-            digest=request_digest(body, team),
+            digest="" if key is None else request_digest(body, team),  # only a key needs it
             priority_class=priority_class,
             priority=config.priority_classes[priority_class].value,
         )
