@@ -25,26 +25,12 @@ HOW_TO_GET = (
 
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
-    try:
-        import psycopg
-    except ImportError:
-        pytest.skip("psycopg is not installed: pip install 'gpupool[postgres]'")
-    name = f"gpupool_test_{secrets.token_hex(4)}"
-    try:
-        with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=3) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.OperationalError:
-        pytest.skip(HOW_TO_GET)
-    base = ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database("gpupool_test") as url:
+        yield url
 
 
 @contextmanager
-def scratch_database() -> Iterator[str]:
+def scratch_database(prefix: str = "gpupool_scratch") -> Iterator[str]:
     """A PostgreSQL database of its own for one test (dropped after), for tests whose
     processes or rows must not meet those of other tests (e.g. the controller lease);
     skips with :data:`HOW_TO_GET` when PostgreSQL cannot be reached."""
@@ -52,7 +38,7 @@ def scratch_database() -> Iterator[str]:
         import psycopg
     except ImportError:
         pytest.skip("psycopg is not installed: pip install 'gpupool[postgres]'")
-    name = f"gpupool_scratch_{secrets.token_hex(4)}"
+    name = f"{prefix}_{secrets.token_hex(4)}"
     try:
         with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=3) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
