@@ -186,3 +186,23 @@ def test_a_raised_quota_starts_a_queued_job_without_restart(api: Api, demo_path:
     assert api.status(job_id) == "queued"  # nominal 2, no borrowing
     assert apply(api, edited(demo_path, raise_team_a_h100)).status_code == 200
     api.tick_until(lambda: api.status(job_id) != "queued", what="the job to be admitted")
+
+
+def test_a_forced_removal_settles_every_job_not_only_those_the_diff_lists(
+    api: Api, demo_path: Path
+) -> None:
+    # More queued jobs than a diff lists (1,000): the removal must fail all of them.
+    body = {"command": ["true"], "team": "team-c", "array": "0-1004"}
+    body["resources"] = {"gpus": 1, "gpu_types": ["h100"]}
+    made = api.client.post("/v1/arrays", json=body, headers=api.as_("admin"))
+    assert made.status_code == 201, made.text
+    text = edited(demo_path, drop_team_c)
+    diff = api.client.post("/v1/config/diff", json={"yaml": text}, headers=api.as_("admin"))
+    assert len(diff.json()["jobs_in_use"]) == 1000
+
+    forced = apply(api, text, force=True)
+    assert forced.status_code == 200, forced.text
+    assert forced.json()["failed_jobs"] == 1005
+    with api.runtime.sessions() as session:
+        left = config_store.jobs_in_use(session, ["team-c"], [], limit=None)
+    assert left == []

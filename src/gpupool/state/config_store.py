@@ -119,10 +119,10 @@ def append(
 
 
 def jobs_in_use(
-    session: Session, teams: Collection[str], pools: Collection[str], limit: int = 1000
+    session: Session, teams: Collection[str], pools: Collection[str], limit: int | None = 1000
 ) -> list[JobInUse]:
     """Queued or active jobs of ``teams``, and active jobs on ``pools`` (queued jobs have no
-    pool yet), oldest first."""
+    pool yet), oldest first; the first ``limit`` of them (None: all)."""
     if not teams and not pools:
         return []
     rows = session.execute(

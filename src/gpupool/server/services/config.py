@@ -111,9 +111,13 @@ class ConfigService:
                 summary=out.summary,
             )
             if jobs:
+                # The diff lists the first jobs only; the removal settles every one of them.
                 removed_teams = spec_diff.removed(changes, "teams")
+                every = config_store.jobs_in_use(
+                    session, removed_teams, spec_diff.removed(changes, "pools"), limit=None
+                )
                 failed, cancelled = config_store.retire_jobs(
-                    session, jobs, removed_teams, row.version, now
+                    session, every, removed_teams, row.version, now
                 )
             version = row.version
         self._live.refresh()  # this process: now, not at the next check
