@@ -71,10 +71,12 @@ from gpupool.backends.local.runner import (
     write_atomic,
     write_json_atomic,
 )
+from gpupool.backends.local.spawner import Spawner
 
 LOG_CHUNK_MAX = 1 << 20  # bytes per logs() call
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # becomes a directory name
-_HANDLE_WAIT_TICK_S = 0.02
+_HANDLE_WAIT_FIRST_S = 0.001  # doubling up to the last: a forked runner answers in ms
+_HANDLE_WAIT_MAX_S = 0.02
 
 
 class LocalBackend:
@@ -84,7 +86,7 @@ class LocalBackend:
         self,
         ctx: AdapterContext,
         *,
-        launcher: Launcher = launch_runner,
+        launcher: Launcher | None = None,
         gpus: GpuMapper | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -93,7 +95,9 @@ class LocalBackend:
         self.ctx = ctx
         self.options = LocalOptions.parse(ctx.options)
         self.root = Path(ctx.state_dir).absolute() / "local" / ctx.pool
-        self._launcher = launcher
+        # Runners are forked by a pre-imported helper (spawner.py), else started as a new
+        # interpreter each.
+        self._launcher = launcher or Spawner(self.root.parent, launch_runner)
         self._gpus = gpus if gpus is not None else gpus_from_options(ctx.options, ctx.gpus_per_node)
         self._clock = clock  # wall clock: compared with file modification times
         # Switching users needs root; without it every job runs as the server's user.
@@ -231,13 +235,15 @@ class LocalBackend:
 
     def _await_handle(self, key: str, attempt: Path) -> JobHandle:
         deadline = time.monotonic() + self.options.launch_timeout_s
+        tick = _HANDLE_WAIT_FIRST_S
         while True:
             runner = ProcessId.from_mapping(read_json(attempt / HANDLE))
             if runner is not None or time.monotonic() >= deadline:
                 # Without a runner yet the handle carries only the dir: poll() reads the
                 # runner from the dir later, or reports LOST once it is clearly never coming.
                 return self._handle(key, attempt, runner)
-            time.sleep(_HANDLE_WAIT_TICK_S)
+            time.sleep(tick)
+            tick = min(2 * tick, _HANDLE_WAIT_MAX_S)
 
     def _handle(self, key: str, attempt: Path, runner: ProcessId | None) -> JobHandle:
         data = {"dir": str(attempt)}
