@@ -19,6 +19,11 @@ and so are anonymous requests that succeed (an artifact written through a signed
 Routes may say more than the middleware can see (the id of a job just created, the team a
 submit was for) through :class:`AuditNote` (``AuditNoteDep``). Without a note the target
 is the path parameters and the team is looked up from a ``job_id`` or ``team`` parameter.
+
+A route whose service writes in one transaction may record its entry in that transaction
+(:func:`audit_in`, for the status it answers on success): one commit instead of two, and the
+entry is stored exactly when the mutation is. The middleware then writes nothing, unless the
+request ends with another status (an error after all), which it records as usual.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import asyncio
 import json
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any
@@ -37,7 +43,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpupool.auth.audit import ANONYMOUS, OK, AuditEntry, record
 from gpupool.state import jobs
-from gpupool.state.db import store_outage
+from gpupool.state.db import Session, store_outage
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +60,7 @@ class AuditNote:
 
     target: str | None = None
     team: str | None = None
+    recorded: int | None = None  # the status of the entry already written by the route
 
 
 def audit_note(request: Request) -> AuditNote:
@@ -65,6 +72,19 @@ def audit_note(request: Request) -> AuditNote:
 
 
 AuditNoteDep = Annotated[AuditNote, Depends(audit_note)]
+
+
+def audit_in(request: Request, status: int) -> Callable[[Session, str, str], None]:
+    """What a service calls inside its transaction to add this request's entry (it succeeded
+    with ``status``; the target and team are the ones it created the mutation for)."""
+
+    def write(session: Session, target: str, team: str) -> None:
+        note = audit_note(request)
+        note.target, note.team = target, team
+        record(session, _entry(request.scope, request.scope["route"], status, b"", note))
+        note.recorded = status
+
+    return write
 
 
 # (action, outcome, status) of an anonymous refusal
@@ -132,6 +152,9 @@ class AuditMiddleware:
         route = scope.get("route")
         if route is None or scope["method"] not in (getattr(route, "methods", None) or ()):
             return  # no route took the request (404/405): nothing was mutated
+        note = scope.get("state", {}).get(_STATE_KEY)
+        if note is not None and note.recorded == status:
+            return  # written in the mutation's own transaction
         if status >= 400 and scope.get("state", {}).get("principal") is None:
             self._count(scope, route, status, error_body)
             return
@@ -147,26 +170,11 @@ class AuditMiddleware:
 
     def _write(self, scope: Scope, route: Any, status: int, error_body: bytes) -> None:
         runtime = scope["app"].state.runtime
-        state: dict[str, Any] = scope.get("state", {})
-        principal = state.get("principal")
-        note: AuditNote = state.get(_STATE_KEY) or AuditNote()
-        params: dict[str, Any] = scope.get("path_params", {})
-        target = note.target or ",".join(str(v) for v in params.values())
+        note: AuditNote = scope.get("state", {}).get(_STATE_KEY) or AuditNote()
         with runtime.sessions.begin() as session:
-            team = note.team or _team_of(session, params)
-            record(
-                session,
-                AuditEntry(
-                    at=runtime.clock.now(),
-                    actor=principal.user if principal is not None else ANONYMOUS,
-                    token_id=principal.token_id if principal is not None else None,
-                    action=_action(scope, route),
-                    target=target,
-                    team=team,
-                    outcome=OK if status < 400 else _error_code(status, error_body),
-                    status=status,
-                ),
-            )
+            if note.team is None:
+                note = AuditNote(note.target, _team_of(session, scope.get("path_params", {})))
+            record(session, _entry(scope, route, status, error_body, note))
 
     def _count(self, scope: Scope, route: Any, status: int, error_body: bytes) -> None:
         runtime = scope["app"].state.runtime
@@ -222,6 +230,23 @@ class AuditMiddleware:
             log.error("could not write the audit summary: %s", type(exc).__name__, exc_info=exc)
         total = sum(refusals.counts.values())
         log.warning("%d anonymous mutating request(s) refused since %s", total, since)
+
+
+def _entry(scope: Scope, route: Any, status: int, error_body: bytes, note: AuditNote) -> AuditEntry:
+    """The entry of a request that ended with ``status`` (``note.team`` as the team)."""
+    runtime = scope["app"].state.runtime
+    principal = scope.get("state", {}).get("principal")
+    params: dict[str, Any] = scope.get("path_params", {})
+    return AuditEntry(
+        at=runtime.clock.now(),
+        actor=principal.user if principal is not None else ANONYMOUS,
+        token_id=principal.token_id if principal is not None else None,
+        action=_action(scope, route),
+        target=note.target or ",".join(str(v) for v in params.values()),
+        team=note.team,
+        outcome=OK if status < 400 else _error_code(status, error_body),
+        status=status,
+    )
 
 
 def _action(scope: Scope, route: Any) -> str:

@@ -11,7 +11,7 @@ from gpupool.backends.base import JobHandle, LogChunk
 from gpupool.backends.errors import BackendError
 from gpupool.core.errors import Unavailable
 from gpupool.core.jobs import TERMINAL
-from gpupool.server.audit import AuditNoteDep
+from gpupool.server.audit import AuditNoteDep, audit_in
 from gpupool.server.deps import PrincipalDep, RuntimeDep
 from gpupool.server.schemas import ErrorOut, JobOut, JobPage, JobSubmit, WhyOut
 from gpupool.server.services.logs import FollowerSlots, FollowResponse, follow, read_once
@@ -29,10 +29,14 @@ def submit(
     principal: PrincipalDep,
     response: Response,
     note: AuditNoteDep,
+    request: Request,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)] = None,
 ) -> JobOut:
     note.team = body.team
-    job, created = runtime.jobs.submit(principal, body, idempotency_key)
+    # The audit entry goes into the job's own transaction (one commit per submit).
+    job, created = runtime.jobs.submit(
+        principal, body, idempotency_key, audit=audit_in(request, 201)
+    )
     note.target, note.team = job.id, job.team
     if not created:
         response.status_code = 200

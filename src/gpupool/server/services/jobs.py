@@ -47,6 +47,9 @@ from gpupool.state.models import AttemptRow, JobRow
 
 MAX_PAGE = 500
 
+# Adds the audit entry of the request that creates (job id, team) to the caller's session.
+AuditWriter = Callable[[Session, str, str], None]
+
 
 class JobService:
     def __init__(
@@ -66,9 +69,15 @@ class JobService:
     # -- submit ---------------------------------------------------------------------------
 
     def submit(
-        self, principal: Principal, body: JobSubmit, header_key: str | None
+        self,
+        principal: Principal,
+        body: JobSubmit,
+        header_key: str | None,
+        audit: AuditWriter | None = None,
     ) -> tuple[JobOut, bool]:
-        """Store a new job; returns it and whether it was created (False: idempotent replay)."""
+        """Store a new job; returns it and whether it was created (False: idempotent replay).
+        ``audit`` adds the request's audit entry to the job's own transaction (one commit per
+        submit, not two); it is not called for a replay, which stores nothing."""
         checked = self._check(principal, body, header_key)
         if checked.key is not None:
             existing = self._replay(principal.user, checked)
@@ -87,6 +96,8 @@ class JobService:
                 jobs.add_event(
                     session, job_id, row.submitted_at, "submitted", f"by {principal.user}"
                 )
+                if audit is not None:
+                    audit(session, job_id, checked.team)
         except IntegrityError:
             # A concurrent request with the same key won the race: return its job.
             if checked.key is not None:
