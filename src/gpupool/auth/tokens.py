@@ -2,6 +2,12 @@
 
 The id part is a lookup key (it may appear in audit records); the secret never leaves
 the process that minted it except in the one response that hands it to the user.
+
+A valid token's row is kept in memory for ``CACHE_S`` after it is read (the store is asked
+once per token and window, not once per request). The secret, expiry and revocation are
+still checked on every request against what was read, so a revocation made by another
+process (``gpupool token revoke``, another server) stops the token within ``CACHE_S``
+seconds; :func:`revoke_token` also forgets it in its own process.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -18,6 +25,17 @@ from gpupool.state.db import Session
 from gpupool.state.models import TokenRow
 
 PREFIX = "gpt"
+CACHE_S = 2.0  # the longest a token revoked elsewhere still works in this process
+_CACHE_MAX = 10_000  # tokens kept at once; all are dropped when it is full
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    row: TokenRow  # detached copy: id, user, secret_hash, revoked_at, expires_at
+    read_at: float  # monotonic
+
+
+_cache: dict[str, _Cached] = {}
 
 
 @dataclass(frozen=True)
@@ -66,7 +84,7 @@ def verify_token(session: Session, bearer: str, now: datetime) -> TokenRow:
     parts = bearer.split("_", 2)
     if len(parts) != 3 or parts[0] != PREFIX:
         raise Unauthenticated("invalid API token")
-    row = tokens.get(session, parts[1])
+    row = _lookup(session, parts[1])
     if row is None or not hmac.compare_digest(row.secret_hash, _hash(parts[2])):
         raise Unauthenticated("invalid API token")
     if row.revoked_at is not None:
@@ -76,12 +94,39 @@ def verify_token(session: Session, bearer: str, now: datetime) -> TokenRow:
     return row
 
 
+def _lookup(session: Session, token_id: str) -> TokenRow | None:
+    """The token's row, from memory when read less than ``CACHE_S`` ago. Only rows of tokens
+    not revoked are kept (a revoked one is read again, and refused, every time)."""
+    at = time.monotonic()
+    cached = _cache.get(token_id)
+    if cached is not None and at - cached.read_at < CACHE_S:
+        return cached.row
+    row = tokens.get(session, token_id)
+    if row is None or row.revoked_at is not None:
+        _cache.pop(token_id, None)
+        return row
+    if len(_cache) >= _CACHE_MAX:
+        _cache.clear()
+    copy = TokenRow(
+        id=row.id,
+        user=row.user,
+        secret_hash=row.secret_hash,
+        description=row.description,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        revoked_at=None,
+    )
+    _cache[token_id] = _Cached(copy, at)
+    return row
+
+
 def revoke_token(session: Session, token_id: str, now: datetime) -> None:
     row = tokens.get(session, token_id)
     if row is None:
         raise NotFound(f"no token with id {token_id!r}")
     if row.revoked_at is None:
         row.revoked_at = now
+    _cache.pop(token_id, None)  # this process refuses it from now on
 
 
 def has_tokens(session: Session) -> bool:
