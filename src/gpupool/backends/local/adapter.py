@@ -58,6 +58,7 @@ from gpupool.backends.local.process import (
 )
 from gpupool.backends.local.runner import (
     CANCEL,
+    EVENTS,
     EXIT,
     HANDLE,
     INPUTS,
@@ -77,6 +78,8 @@ LOG_CHUNK_MAX = 1 << 20  # bytes per logs() call
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # becomes a directory name
 _HANDLE_WAIT_FIRST_S = 0.001  # doubling up to the last: a forked runner answers in ms
 _HANDLE_WAIT_MAX_S = 0.02
+_EVENTS_TICK_S = 0.005  # how often a waiting poll looks at the events file
+_EVENTS_MAX = 1 << 20
 
 
 class LocalBackend:
@@ -100,6 +103,7 @@ class LocalBackend:
         self._launcher = launcher or Spawner(self.root.parent, launch_runner)
         self._gpus = gpus if gpus is not None else gpus_from_options(ctx.options, ctx.gpus_per_node)
         self._clock = clock  # wall clock: compared with file modification times
+        self._reported_running: set[str] = set()  # keys the last poll reported RUNNING
         # Switching users needs root; without it every job runs as the server's user.
         self._switch_users = os.geteuid() == 0
         if self.options.cgroups == "required" and not self._switch_users:
@@ -260,12 +264,44 @@ class LocalBackend:
     # -- poll, logs, cancel -----------------------------------------------------------------
 
     def poll(self, handles: Sequence[JobHandle]) -> Mapping[str, BackendStatus]:
+        """Status per key. With nothing new to report (every attempt running, and reported
+        running by this adapter's previous poll) it waits up to ``poll_wait_s`` for a runner
+        to announce a start or an end (``EVENTS``), then reads again: the caller hears of an
+        end (and frees its GPUs) within milliseconds, not at its next poll."""
+        mark = self._events_mark()
+        statuses = self._read(handles)
+        running = {k for k, s in statuses.items() if s.state is RunState.RUNNING}
+        quiet = len(running) == len(statuses) and running <= self._reported_running
+        self._reported_running = running
+        if not statuses or not quiet or self.options.poll_wait_s <= 0:
+            return statuses
+        deadline = time.monotonic() + self.options.poll_wait_s
+        while time.monotonic() < deadline and self._events_mark() == mark:
+            time.sleep(_EVENTS_TICK_S)
+        statuses = self._read(handles)
+        self._reported_running = {k for k, s in statuses.items() if s.state is RunState.RUNNING}
+        return statuses
+
+    def _read(self, handles: Sequence[JobHandle]) -> dict[str, BackendStatus]:
         statuses = {}
         for handle in handles:
             attempt = self._attempt_dir(handle)
             with map_local_errors("read an attempt's state"):
                 statuses[handle.key] = self._status(handle, attempt)
         return statuses
+
+    def _events_mark(self) -> int:
+        """The size of the pool's ``EVENTS`` file (-1: none yet); emptied when it grows past
+        ``_EVENTS_MAX`` (an emptied file is a change too, for a poll waiting meanwhile)."""
+        path = self.root / EVENTS
+        try:
+            size = os.stat(path).st_size
+            if size > _EVENTS_MAX:
+                os.truncate(path, 0)
+                size = 0
+        except OSError:
+            return -1
+        return size
 
     def _status(self, handle: JobHandle, attempt: Path) -> BackendStatus:
         if not attempt.is_dir():

@@ -16,7 +16,13 @@ from gpupool.backends.errors import BackendMisconfigured
 # the user's ``env``. Secrets in the server's environment must not reach jobs.
 DEFAULT_INHERIT_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-_SECONDS = ("cancel_grace_s", "max_runtime_grace_s", "launch_timeout_s", "startup_timeout_s")
+_SECONDS = (
+    "cancel_grace_s",
+    "max_runtime_grace_s",
+    "launch_timeout_s",
+    "startup_timeout_s",
+    "poll_wait_s",
+)
 _POSITIVE_INTS = ("max_processes", "max_log_bytes")
 CGROUP_MODES = ("auto", "required", "off")
 
@@ -30,6 +36,11 @@ class LocalOptions:
     inherit_env: tuple[str, ...] = DEFAULT_INHERIT_ENV
     launch_timeout_s: float = 5.0  # how long submit() waits for the runner's handle.json
     startup_timeout_s: float = 30.0  # a claimed attempt without a runner after this is LOST
+    # How long poll() may wait for an attempt to start or end when it has nothing new to
+    # report (0: answer at once); a runner that dies silently is noticed within this. Off by
+    # default: the controller's loop rests for twice as long as its last pass took, its idle
+    # wait included, so a poll held for long makes it deaf to the end it reports.
+    poll_wait_s: float = 0.0
     # Processes (threads included) one job may have at once: its cgroup's pids.max, else
     # RLIMIT_NPROC, which the kernel counts per uid (see contain.py).
     max_processes: int = 4096

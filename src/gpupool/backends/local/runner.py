@@ -64,6 +64,10 @@ EXIT = "exit.json"
 CANCEL = "cancel"
 OUTPUT = "output.log"
 RUNNER_LOG = "runner.log"
+# In the pool's dir, next to the attempt dirs: one byte appended by each runner when it has
+# written handle.json and when it has written exit.json, so the adapter's poll can wait for
+# news by watching one file's size instead of every attempt's files.
+EVENTS = ".events"
 WORK, INPUTS, OUTPUTS = "work", "inputs", "outputs"
 
 TICK_S = 0.05  # how quickly cancel, max runtime and job exit are noticed
@@ -157,14 +161,22 @@ class LogPump:
         self.eof = False
         self.splice = hasattr(os, "splice")
 
-    def pump(self, timeout: float) -> None:
+    def pump(self, timeout: float, wake: int | None = None) -> None:
         """Copy what arrives within ``timeout`` (and whatever follows at once, up to a budget
-        that keeps the runner's other duties on time)."""
+        that keeps the runner's other duties on time). ``wake``: a descriptor whose becoming
+        readable (the job's leader exiting, see ``pidfd_open``) ends the wait early."""
+        waits = [] if wake is None else [wake]
         if self.eof:
-            time.sleep(timeout)  # nothing more can come; keep the supervisor's pace
+            # Nothing more can come; keep the supervisor's pace, or return when woken.
+            if waits:
+                select.select(waits, [], [], timeout)
+            else:
+                time.sleep(timeout)
             return
         budget = PUMP_BUDGET
-        ready = select.select([self.fd], [], [], timeout)[0]
+        ready = select.select([self.fd, *waits], [], [], timeout)[0]
+        if self.fd not in ready:
+            return
         while ready and budget > 0:
             moved = self._copy()
             if moved == 0:
@@ -332,6 +344,7 @@ class Runner:
         if cgroup is not None:
             handle["cgroup"] = cgroup.path
         write_json_atomic(self.dir / HANDLE, handle)
+        self._announce()
         if over:
             return 0
         tree = Tree(cgroup)
@@ -349,7 +362,22 @@ class Runner:
             print(f"runner: cleaning up the job's processes failed: {exc!r}", file=sys.stderr)
         result["finished_at"] = time.time()
         write_json_atomic(self.dir / EXIT, result)
+        self._announce()
         return 0
+
+    def _announce(self) -> None:
+        """Tell a waiting poll that this attempt's state changed (best effort: a poll that
+        misses it still finds the change when its wait ends)."""
+        try:
+            fd = os.open(self.dir.parent / EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError:
+            return
+        try:
+            os.write(fd, b".")
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
     def _cgroup(self, spec: dict[str, Any]) -> tuple[contain.Cgroup | None, str | None]:
         """The attempt's cgroup (None: contain by subreaper), or why a required one failed."""
@@ -433,6 +461,25 @@ class Runner:
     def _wait(
         self, child: subprocess.Popen[bytes], spec: dict[str, Any], tree: Tree, pump: LogPump
     ) -> dict[str, Any]:
+        # Readable once the leader has exited: its end is noticed at once, not at the next tick.
+        try:
+            exited: int | None = os.pidfd_open(child.pid)
+        except (AttributeError, OSError):  # not Linux 5.3+: the tick notices it
+            exited = None
+        try:
+            return self._supervise_until_exit(child, spec, tree, pump, exited)
+        finally:
+            if exited is not None:
+                os.close(exited)
+
+    def _supervise_until_exit(
+        self,
+        child: subprocess.Popen[bytes],
+        spec: dict[str, Any],
+        tree: Tree,
+        pump: LogPump,
+        exited: int | None,
+    ) -> dict[str, Any]:
         max_runtime = spec.get("max_runtime_s")
         start = time.monotonic()
         deadline = start + float(max_runtime) if max_runtime else None
@@ -441,7 +488,8 @@ class Runner:
         grace = 0.0
         kill_at: float | None = None
         while True:
-            pump.pump(TICK_S)  # also the loop's pace: it waits for output up to a tick
+            # Also the loop's pace: it waits for output (or the leader's exit) up to a tick.
+            pump.pump(TICK_S, exited)
             tree.reap()
             if tree.leader_status is not None:
                 break
