@@ -28,6 +28,7 @@ Only the stdlib and the runner's modules are imported here.
 from __future__ import annotations
 
 import contextlib
+import ctypes  # noqa: F401  (pre-imported: every runner's set_subreaper needs it)
 import hashlib
 import os
 import signal
