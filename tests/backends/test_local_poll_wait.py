@@ -13,7 +13,7 @@ import pytest
 
 from gpupool.backends.base import AdapterContext, JobHandle, JobSpec, RunState
 from gpupool.backends.local.adapter import LocalBackend
-from gpupool.backends.local.runner import EVENTS, LogPump
+from gpupool.backends.local.runner import LogPump, events_file
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -53,7 +53,9 @@ def test_a_runner_announces_its_start_and_its_end(tmp_path: Path) -> None:
     adapter = backend(tmp_path / "state")
     handle = adapter.submit(spec("j", "true"))
     wait_state(adapter, handle, RunState.SUCCEEDED)
-    assert (tmp_path / "state" / "local" / POOL / EVENTS).read_bytes() == b".."
+    pool_dir = tmp_path / "state" / "local" / POOL
+    assert events_file(pool_dir).read_bytes() == b".."
+    assert sorted(p.name for p in pool_dir.iterdir()) == ["j.1"]  # only attempt dirs there
 
 
 def test_a_poll_with_nothing_new_waits_for_the_end(tmp_path: Path) -> None:

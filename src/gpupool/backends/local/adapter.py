@@ -58,7 +58,6 @@ from gpupool.backends.local.process import (
 )
 from gpupool.backends.local.runner import (
     CANCEL,
-    EVENTS,
     EXIT,
     HANDLE,
     INPUTS,
@@ -68,6 +67,7 @@ from gpupool.backends.local.runner import (
     RUNNER_LOG,
     SPEC,
     WORK,
+    events_file,
     read_json,
     write_atomic,
     write_json_atomic,
@@ -266,7 +266,7 @@ class LocalBackend:
     def poll(self, handles: Sequence[JobHandle]) -> Mapping[str, BackendStatus]:
         """Status per key. With nothing new to report (every attempt running, and reported
         running by this adapter's previous poll) it waits up to ``poll_wait_s`` for a runner
-        to announce a start or an end (``EVENTS``), then reads again: the caller hears of an
+        to announce a start or an end (``events_file``), then reads again: the caller hears of an
         end (and frees its GPUs) within milliseconds, not at its next poll."""
         mark = self._events_mark()
         statuses = self._read(handles)
@@ -291,9 +291,9 @@ class LocalBackend:
         return statuses
 
     def _events_mark(self) -> int:
-        """The size of the pool's ``EVENTS`` file (-1: none yet); emptied when it grows past
+        """The size of the pool's events file (-1: none yet); emptied when it grows past
         ``_EVENTS_MAX`` (an emptied file is a change too, for a poll waiting meanwhile)."""
-        path = self.root / EVENTS
+        path = events_file(self.root)
         try:
             size = os.stat(path).st_size
             if size > _EVENTS_MAX:

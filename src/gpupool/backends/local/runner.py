@@ -64,10 +64,16 @@ EXIT = "exit.json"
 CANCEL = "cancel"
 OUTPUT = "output.log"
 RUNNER_LOG = "runner.log"
-# In the pool's dir, next to the attempt dirs: one byte appended by each runner when it has
-# written handle.json and when it has written exit.json, so the adapter's poll can wait for
-# news by watching one file's size instead of every attempt's files.
-EVENTS = ".events"
+
+
+def events_file(pool_dir: Path) -> Path:
+    """``<state_dir>/local/.events-<pool>``: one byte appended by each runner of the pool when
+    it has written handle.json and when it has written exit.json, so the adapter's poll can
+    wait for news by watching one file's size instead of every attempt's files. Beside the
+    pool's dir, not in it: that dir holds attempt dirs only."""
+    return pool_dir.parent / f".events-{pool_dir.name}"
+
+
 WORK, INPUTS, OUTPUTS = "work", "inputs", "outputs"
 
 TICK_S = 0.05  # how quickly cancel, max runtime and job exit are noticed
@@ -369,7 +375,8 @@ class Runner:
         """Tell a waiting poll that this attempt's state changed (best effort: a poll that
         misses it still finds the change when its wait ends)."""
         try:
-            fd = os.open(self.dir.parent / EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+            fd = os.open(events_file(self.dir.parent), flags, 0o600)
         except OSError:
             return
         try:
