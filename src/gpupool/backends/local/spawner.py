@@ -43,7 +43,7 @@ from pathlib import Path
 
 from gpupool.backends.local import contain, runner
 
-IDLE_EXIT_S = 300.0
+IDLE_EXIT_S = 60.0  # a restart costs one interpreter start (~50 ms), once
 CHECK_S = 1.0  # how often an idle helper looks whether it should exit
 REPLY_TIMEOUT_S = 10.0
 _MAX_REQUEST = 4096
