@@ -4,8 +4,10 @@ Each tick (on a timer, or at once when :meth:`Controller.wake` is called):
 
 1. sync      apply poll results that arrived; start polls of active attempts (``sync.py``)
 2. cancel    deliver cancellations of cancelled jobs and preemption victims (``sync.py``)
-3. schedule  build a snapshot, ``run_cycle``, persist admissions, preemptions and reasons
-             in one transaction (only when something changed, or every ``FULL_CYCLE_S``)
+3. schedule  bring the queue state up to date from the jobs changed since its last read
+             (``state.py``), build a snapshot, run the cycle on the teams whose inputs
+             changed (``parking.py``), persist admissions, preemptions and changed reasons in
+             one transaction (only when something changed, or every ``FULL_CYCLE_S``)
 4. dispatch  submit every admitted attempt without a handle that is not already in flight
 
 The loop itself never waits on a backend: every backend call runs on the execution
@@ -49,13 +51,9 @@ from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService, SubmitResult
 from gpupool.controller.fairshare import HORIZON_HALF_LIVES, UsageInterval, decayed_usage
 from gpupool.controller.leader import Leadership, LeaseLost, SoleLeader
-from gpupool.controller.snapshot import (
-    RowViews,
-    build_snapshot,
-    pending_job,
-    policy_for,
-    running_job,
-)
+from gpupool.controller.parking import Parking
+from gpupool.controller.snapshot import build_snapshot, policy_for
+from gpupool.controller.state import QueueState
 from gpupool.controller.sync import BackendSync
 from gpupool.controller.transitions import finish_job
 from gpupool.core.jobs import JobStatus
@@ -65,15 +63,11 @@ from gpupool.scheduler import (
     Admission,
     CycleResult,
     Nomination,
-    Parking,
-    PendingJob,
     PendingReason,
     Preemption,
-    RunningJob,
-    run_cycle,
 )
 from gpupool.spec.models import ClusterConfig
-from gpupool.state import jobs, queue
+from gpupool.state import changes, jobs, queue
 from gpupool.state.db import Session, SessionFactory, store_outage
 from gpupool.state.models import AttemptRow, JobRow
 
@@ -120,16 +114,17 @@ class Controller:
         self.last = TickStats()
         # Per queued job, the reasons last written: as the scheduler gave them, and as stored.
         self._reasons: dict[str, tuple[tuple[PendingReason, ...], list[dict[str, str]]]] = {}
-        # Handed from cycle to cycle: teams whose inputs did not change are not decided again.
+        # The queue and the running jobs, read incrementally; teams whose inputs did not
+        # change are not handed to the cycle.
+        self.queue = QueueState()
         self._parking = Parking()
         # Preemptions still to take effect: the room their victims free is owed to their
         # preemptors (the last cycle's, handed to the next one; lost on a restart, which costs
         # a waiting preemptor at most one more preemption).
         self._nominations: tuple[Nomination, ...] = ()
-        self._pending_jobs: RowViews[PendingJob] = RowViews()
-        self._running_jobs: RowViews[RunningJob] = RowViews()
         self._dirty = True
         self._last_full = float("-inf")
+        self._last_prune = float("-inf")
         self._history: tuple[float, dict[str, float]] | None = None
         self.backoff = Backoff()
         self.store_lost_at: float | None = None  # monotonic; set while the store is away
@@ -178,13 +173,14 @@ class Controller:
                     continue
             else:
                 self._store_back()
-            self._wake.wait(self._config().scheduler.cycle_interval_s)
-            self._wake.clear()
             # Wakes (one per submit) are coalesced: under a burst the loop waits at least
             # MIN_TICK_GAP_S, and at least twice as long as its last tick took, so it never
-            # takes more than about a third of the process (and its GIL) from the API.
+            # takes more than about a third of the process (and its GIL) from the API. The
+            # time spent idle waiting for a wake counts towards that gap.
             took = self._clock.monotonic() - started
-            rest = max(MIN_TICK_GAP_S, 3 * took) - took
+            self._wake.wait(self._config().scheduler.cycle_interval_s)
+            self._wake.clear()
+            rest = max(MIN_TICK_GAP_S, 3 * took) - (self._clock.monotonic() - started)
             if rest > 0:
                 self._stop.wait(rest)
 
@@ -225,7 +221,7 @@ class Controller:
         self.send_cancels()
         self.refresh_capacity()
         now = self._clock.monotonic()
-        if self._dirty or now - self._last_full >= FULL_CYCLE_S:
+        if self._dirty or now - self._last_full >= FULL_CYCLE_S or self._store_changed():
             self._dirty = False  # before the cycle: a wake during it schedules again
             self._last_full = now
             self.last = self.schedule()
@@ -240,6 +236,7 @@ class Controller:
         if epoch != self._epoch:
             self._epoch = epoch
             self._reasons = {}
+            self.queue.forget()  # the store is read whole at the term's first cycle
             self._parking = Parking()
             self._nominations = ()
             self._history = None
@@ -247,6 +244,14 @@ class Controller:
             with self._lock:
                 self._recorded.clear()
         return epoch is not None
+
+    def _store_changed(self) -> bool:
+        """Whether jobs changed in the store since the queue state's last read (a submit
+        through an API replica in another process, which cannot wake this one)."""
+        if not self.queue.loaded:
+            return True
+        with self._sessions() as session:
+            return changes.current(session) != self.queue.seq
 
     def sync(self) -> None:
         if self._sync.sync():
@@ -296,64 +301,74 @@ class Controller:
         config = self._config()
         now = self._clock.now()
         with self._sessions() as session:
-            # Columns, not objects: read on the connection, without the ORM's row loading.
-            queued = queue.queued(session)
-            active = queue.active(session)
-        pending = self._pending_jobs.of(queued, pending_job)
+            self.queue.refresh(session)
         snapshot = build_snapshot(
             config,
             now.timestamp(),
-            pending,
-            self._running_jobs.of(active, running_job),
+            (),
+            self.queue.running(),
             self._usage_history(config, now),
             self._capacity,
         )
         if self._nominations:
             snapshot = dataclasses.replace(snapshot, nominations=self._nominations)
         started = self._clock.monotonic()
-        result = run_cycle(snapshot, policy_for(config), self._parking)
-        self._parking = result.parking or Parking()
+        result = self._parking.cycle(snapshot, policy_for(config), self.queue.groups())
         self._nominations = result.nominations
         cycle_ms = (self._clock.monotonic() - started) * 1000
-        self._persist(result, {row.id: row.attempt for row in queued}, now)
+        self._persist(result, now)
         log.debug(
-            "cycle: %d queued, %d active, %d admitted in %.1f ms",
-            len(queued),
-            len(active),
+            "cycle: %d queued (%d teams parked), %d active, %d admitted in %.1f ms",
+            len(self.queue),
+            len(self._parking.teams),
+            len(snapshot.running),
             len(result.admissions),
             cycle_ms,
         )
-        return TickStats(len(result.admissions), len(result.pending), cycle_ms)
+        waiting = len(result.pending) + sum(len(t.jobs) for t in self._parking.teams.values())
+        return TickStats(len(result.admissions), waiting, cycle_ms)
 
-    def _persist(self, result: CycleResult, attempts: dict[str, int], now: datetime) -> None:
+    def _persist(self, result: CycleResult, now: datetime) -> None:
         """Admissions and changed pending reasons, in one transaction.
 
         ``self._reasons`` remembers what was last written per queued job, so a job that
-        keeps waiting for the same reasons costs no write per cycle.
+        keeps waiting for the same reasons costs no write per cycle; jobs of parked teams are
+        not in ``result.pending`` (their reasons did not change) and cost nothing at all.
         """
-        reasons_now: dict[str, tuple[tuple[PendingReason, ...], list[dict[str, str]]]] = {}
-        changed: list[dict[str, object]] = []
+        written = self._reasons
+        # Per reasons tuple of this cycle (jobs waiting alike share one): its stored form and
+        # the jobs to write it on, so that a long queue's reasons are a few statements.
+        stored: dict[int, tuple[tuple[PendingReason, ...], list[dict[str, str]], list[str]]] = {}
         with self._sessions.begin() as session:
             self.leader.fence(session)  # a deposed leader's decisions are refused
             for admission in result.admissions:
-                self._admit(session, admission.job_id, attempts[admission.job_id], admission, now)
+                self._admit(session, admission, now)
             for preemption in result.preemptions:
                 self._mark_victim(session, preemption, now)
             for job_id, reasons in result.pending.items():
-                known = self._reasons.get(job_id)
-                if known is not None and known[0] == reasons:  # a parked job: the same tuple
-                    reasons_now[job_id] = known
+                known = written.get(job_id)
+                if known is not None and known[0] == reasons:
                     continue
-                new = [
-                    {"gpu_type": r.gpu_type, "code": r.code.value, "message": r.message}
-                    for r in reasons
-                ]
-                reasons_now[job_id] = (reasons, new)
-                if known is None or known[1] != new:
-                    changed.append({"job": job_id, "reasons": new})
-            queue.write_reasons(session, changed, now)
+                entry = stored.get(id(reasons))
+                if entry is None:
+                    new = [
+                        {"gpu_type": r.gpu_type, "code": r.code.value, "message": r.message}
+                        for r in reasons
+                    ]
+                    entry = stored[id(reasons)] = (reasons, new, [])
+                written[job_id] = (reasons, entry[1])
+                if known is None or known[1] != entry[1]:
+                    entry[2].append(job_id)
+            queue.write_reasons(session, [(new, ids) for _, new, ids in stored.values()], now)
             queue.record_cycle(session, now)
-        self._reasons = reasons_now
+            if self.queue.seq and self._clock.monotonic() - self._last_prune >= FULL_CYCLE_S:
+                changes.prune(session, self.queue.seq)  # read: not needed again
+                self._last_prune = self._clock.monotonic()
+        for admission in result.admissions:
+            written.pop(admission.job_id, None)
+        if len(written) > 2 * len(self.queue) + 1000:  # jobs that left the queue meanwhile
+            queued = self.queue.queued_ids()
+            self._reasons = {k: v for k, v in written.items() if k in queued}
 
     def _mark_victim(self, session: Session, preemption: Preemption, now: datetime) -> None:
         """Record the decision; ``send_cancels`` signals the victim, and when it has ended
@@ -384,14 +399,15 @@ class Controller:
         self._history = (stamp, usage)
         return usage
 
-    def _admit(
-        self, session: Session, job_id: str, attempt: int, admission: Admission, now: datetime
-    ) -> None:
+    def _admit(self, session: Session, admission: Admission, now: datetime) -> None:
         # Conditional on the row being unchanged since the snapshot: a cancel that raced
         # with this cycle wins and the admission is dropped.
+        attempt = self.queue.attempt_of(admission.job_id)
+        if attempt is None:
+            return
         queue.admit(
             session,
-            job_id,
+            admission.job_id,
             attempt,
             pool=admission.pool,
             gpu_type=admission.gpu_type,

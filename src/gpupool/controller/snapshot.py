@@ -8,10 +8,8 @@ source and cannot disagree.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Mapping, Sequence
 
 from gpupool.backends.base import PoolCapacity
 from gpupool.scheduler import (
@@ -34,71 +32,10 @@ from gpupool.scheduler.snapshot import (
     WithinTeam,
 )
 from gpupool.spec.models import ClusterConfig, Pool, Preemption
-from gpupool.state.queue import ColumnRow
-
-V = TypeVar("V")
 
 
 def node_name(pool: str, index: int) -> str:
     return f"{pool}-{index}"
-
-
-class RowViews(Generic[V]):
-    """The scheduler's view of each row, kept from cycle to cycle: a row read again unchanged
-    gives the very object of the last cycle (no rebuilding, and parking compares it at once)."""
-
-    def __init__(self) -> None:
-        self._known: dict[str, tuple[ColumnRow, V]] = {}
-
-    def of(self, rows: Sequence[ColumnRow], view: Callable[[ColumnRow], V]) -> list[V]:
-        known: dict[str, tuple[ColumnRow, V]] = {}
-        out = []
-        for row in rows:
-            last = self._known.get(row.id)
-            made = last[1] if last is not None and last[0] == row else view(row)
-            known[row.id] = (row, made)
-            out.append(made)
-        self._known = known
-        return out
-
-
-def pending_job(row: ColumnRow) -> PendingJob:
-    """A row of ``state.queue.PENDING_COLUMNS`` as the scheduler sees it."""
-    return PendingJob(
-        id=row.id,
-        team=row.team,
-        priority=row.priority,
-        submitted_at=row.submitted_at.timestamp(),
-        gpus=row.gpus,
-        nodes=row.nodes,
-        cpus=row.cpus,
-        memory_gb=row.memory_gb,
-        gpu_types=tuple(json.loads(row.gpu_types)),
-        max_runtime_s=row.max_runtime_s,
-        queued_at=None if row.queued_at is None else row.queued_at.timestamp(),
-    )
-
-
-def running_job(row: ColumnRow) -> RunningJob:
-    """A row of ``state.queue.ACTIVE_COLUMNS``: a job holding its placements now."""
-    started = (row.started_at or row.admitted_at).timestamp()
-    return RunningJob(
-        id=row.id,
-        team=row.team,
-        priority=row.priority,
-        gpu_type=row.gpu_type,
-        pool=row.pool,
-        placements=tuple(
-            Placement(node=str(p["node"]), devices=tuple(int(d) for d in p["devices"]))
-            for p in row.placements
-        ),
-        cpus=row.cpus,
-        memory_gb=row.memory_gb,
-        started_at=started,
-        # Signalled (cancelled or chosen as a victim): it still holds its GPUs until it ends.
-        terminating=bool(row.cancel_requested or row.cancel_sent or row.preempted_by),
-        ends_by=None if row.max_runtime_s is None else started + row.max_runtime_s,
-    )
 
 
 def build_snapshot(

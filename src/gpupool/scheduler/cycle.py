@@ -27,8 +27,10 @@ pending job considered ends up either admitted or in ``pending`` with at least o
 preemptor is never admitted in the cycle it preempts (it waits with PREEMPTING until its victims
 have ended); at most ``policy.preemption_budget`` jobs are preempted per cycle. When
 ``policy.max_admissions`` is reached the cycle stops: jobs not yet considered get no entry in
-``pending`` (their previous reasons stay valid for ``why``). A cycle with nominations runs
-without parking (they are few, and last only while a preemption takes effect).
+``pending`` (their previous reasons stay valid for ``why``). The result says which gpu types
+its decisions touched (``CycleResult.touched``): the controller's parking
+(:mod:`gpupool.controller.parking`) hands a cycle only the teams whose inputs changed, and
+runs it again with more teams when a decision touched a type of one it left out.
 """
 
 from __future__ import annotations
@@ -36,10 +38,9 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from operator import attrgetter
 
-from gpupool.scheduler import parking as parking_rules
 from gpupool.scheduler import reasons
 from gpupool.scheduler.assignment import (
     Assignment,
@@ -67,8 +68,6 @@ from gpupool.scheduler.snapshot import (
     Admission,
     CycleResult,
     Nomination,
-    ParkedTeam,
-    Parking,
     PendingJob,
     PendingReason,
     Policy,
@@ -91,21 +90,11 @@ class Decisions:
     nominations: list[Nomination] = field(default_factory=list)
 
 
-def run_cycle(
-    snapshot: Snapshot, policy: Policy | None = None, parking: Parking | None = None
-) -> CycleResult:
-    """Decide which pending jobs start now, where, what is preempted, and why the others wait.
-
-    ``parking`` (``Parking()``, then each result's ``parking``) lets the cycle skip the teams
-    whose decisions cannot have changed since (:mod:`gpupool.scheduler.parking`); the result is
-    the same without it.
-    """
+def run_cycle(snapshot: Snapshot, policy: Policy | None = None) -> CycleResult:
+    """Decide which pending jobs start now, where, what is preempted, and why the others wait."""
     policy = policy if policy is not None else Policy()
     with _cyclic_gc_paused():  # the cycle's working objects are freed before it resumes
-        if parking is not None and policy.max_admissions is None and not snapshot.nominations:
-            return _run_parked(snapshot, policy, parking)
-        result = _run(snapshot, policy)
-        return result if parking is None else replace(result, parking=Parking(policy=policy))
+        return _run(snapshot, policy)
 
 
 def _run(snapshot: Snapshot, policy: Policy) -> CycleResult:
@@ -120,72 +109,15 @@ def _run(snapshot: Snapshot, policy: Policy) -> CycleResult:
         pending = tuple(job for job in pending if job.id not in decided)
     queues = build_queues(pending, reservations.starving_before)  # 3
     decisions = admit_heads(queues, workspace, policy, reservations, decided=first)  # 4
-    return collect_result(decisions)  # 5
+    return collect_result(decisions, touched_types(workspace))  # 5
 
 
-def _run_parked(snapshot: Snapshot, policy: Policy, parking: Parking) -> CycleResult:
-    """:func:`run_cycle` without the parked teams, run again when a decision touches a gpu type
-    of one of them (see :mod:`gpupool.scheduler.parking`)."""
-    quotas = parking_rules.quota_inputs(snapshot.teams)
-    groups = parking_rules.group_by_team(snapshot.pending, parking.groups)
-    candidates: dict[str, ParkedTeam] | None = None  # parkable on this snapshot
-    unparked: frozenset[str] | None = frozenset()  # types a run touched (None: all of them)
-    while True:
-        workspace = build_workspace(snapshot)  # 1
-        reservations = Reservations(workspace, policy)
-        if candidates is None:
-            candidates = {}
-            if groups is not None:
-                candidates = parking_rules.still_parked(
-                    parking, policy, snapshot, quotas, groups, reservations.starving_before
-                )
-        parked = {
-            name: team
-            for name, team in candidates.items()
-            if unparked is not None and team.types.isdisjoint(unparked)
-        }
-        rest = snapshot.pending
-        if parked and groups is not None:
-            rest = tuple(job for team, jobs in groups.items() if team not in parked for job in jobs)
-        queues = build_queues(rest, reservations.starving_before)  # 3 (2: none, see run_cycle)
-        given = {queue.team: tuple(queue.smallest) for queue in queues}  # their gpu types
-        watch = frozenset().union(*(team.types for team in parked.values()))
-        try:
-            decisions = admit_heads(queues, workspace, policy, reservations, watch)  # 4
-        except parking_rules.Interrupted as stop:
-            unparked = None if stop.types is None or unparked is None else unparked | stop.types
-            continue
-        break
-    if parked and groups is not None:  # the remembered reasons, then this cycle's decisions
-        remembered = parking_rules.remembered_reasons(parking, parked, groups)
-        for admission in decisions.admissions:
-            remembered.pop(admission.job_id, None)
-        remembered.update(decisions.pending)
-        decisions.pending = remembered
-    result = collect_result(decisions)  # 5
-    teams = dict(parked)
-    dropped = []
-    if groups is not None:
-        touched = parking_rules.touched_types(workspace, workspace.gpu_types)
-        types_of = _GpuTypes(workspace, policy)
-        for name, kinds in given.items():
-            types = frozenset(t for kind in kinds for t in types_of.of(kind))
-            if touched is not None and types.isdisjoint(touched):
-                teams[name] = parking_rules.parked_team(groups[name], types)
-            else:
-                dropped.append(groups[name])
-    return replace(
-        result,
-        parking=parking_rules.next_parking(
-            policy,
-            snapshot,
-            quotas,
-            groups or {},
-            teams,
-            result.pending if teams else {},
-            dropped,
-        ),
-    )
+def touched_types(ws: Workspace) -> frozenset[str] | None:
+    """The gpu types a decision of this cycle changed; None: every type (a claim or a
+    reservation moves the rare epoch, and with it everything)."""
+    if ws.rare_epoch:
+        return None
+    return frozenset(t for t in ws.gpu_types if ws.room_epoch(t))
 
 
 @contextmanager
@@ -232,14 +164,10 @@ def admit_heads(
     ws: Workspace,
     policy: Policy,
     reservations: Reservations | None = None,
-    watch: frozenset[str] = frozenset(),
     decided: Decisions | None = None,
 ) -> Decisions:
     """Step 4: decide heads one at a time, best head first, until queues or the bound run out.
-    ``decided``: what step 2 decided, added to.
-
-    Raises :class:`~gpupool.scheduler.parking.Interrupted` as soon as a decision touches a gpu
-    type in ``watch`` (those of parked teams)."""
+    ``decided``: what step 2 decided, added to."""
     cycle = _Cycle(ws, policy, reservations or Reservations(ws, policy))
     if decided is not None:
         cycle.decisions = decided
@@ -255,10 +183,7 @@ def admit_heads(
             break
         job = queue.head
         assert job is not None  # only teams with a head are in the heap
-        epoch = ws.epoch
         others_changed = decide(job, cycle)
-        if watch and ws.epoch != epoch:
-            _check_watched(ws, watch)
         waits = cycle.decisions.pending.get(job.id)
         if waits is not None and not others_changed:
             # Jobs behind a head that waits and that ask what a job of the team that waited
@@ -279,12 +204,6 @@ def admit_heads(
         if others_changed:
             heads.refresh()
     return cycle.decisions
-
-
-def _check_watched(ws: Workspace, watch: frozenset[str]) -> None:
-    touched = parking_rules.touched_types(ws, watch)
-    if touched is None or touched:
-        raise parking_rules.Interrupted(touched)
 
 
 def decide(job: PendingJob, cycle: _Cycle) -> bool:
@@ -437,7 +356,9 @@ def _apply(job: PendingJob, outcome: Assignment, ws: Workspace) -> Admission:
     return Admission(job.id, outcome.gpu_type, pick.pool.name, placements, outcome.borrowed)
 
 
-def collect_result(decisions: Decisions) -> CycleResult:
+def collect_result(
+    decisions: Decisions, touched: frozenset[str] | None = frozenset()
+) -> CycleResult:
     """Step 5: the result; admissions and preemptions keep their decision order. The pending
     reasons are handed over, not copied (a hundred thousand entries at scale): ``decisions`` is
     not used again."""
@@ -446,4 +367,5 @@ def collect_result(decisions: Decisions) -> CycleResult:
         preemptions=tuple(decisions.preemptions),
         pending=decisions.pending,
         nominations=tuple(decisions.nominations),
+        touched=touched,
     )

@@ -276,36 +276,13 @@ class Preemption:
 
 
 @dataclass(frozen=True, slots=True)
-class ParkedTeam:
-    """A team whose whole queue waited in a cycle that touched none of its gpu types (see
-    :mod:`gpupool.scheduler.parking`): the gpu types its jobs may use and its longest wait (a
-    team with a starving job is decided again). Its jobs are ``Parking.groups[team]``."""
-
-    types: frozenset[str]
-    waiting_since: float
-
-
-@dataclass(frozen=True, slots=True)
-class Parking:
-    """What one cycle hands the next so that it may skip the teams whose decisions cannot have
-    changed: pass ``Parking()`` to the first cycle, then each result's ``parking``. A cycle's
-    result is the same with or without it."""
-
-    policy: Policy | None = None
-    pools: tuple[PoolView, ...] = ()
-    running: tuple[RunningJob, ...] = ()
-    quotas: tuple[object, ...] = ()
-    groups: dict[str, tuple[PendingJob, ...]] = field(default_factory=dict)  # every team's jobs
-    teams: dict[str, ParkedTeam] = field(default_factory=dict)
-    reasons: dict[str, tuple[PendingReason, ...]] = field(default_factory=dict)  # their jobs'
-
-
-@dataclass(frozen=True, slots=True)
 class CycleResult:
     admissions: tuple[Admission, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
     pending: dict[str, tuple[PendingReason, ...]] = field(default_factory=dict)
     # Every job left waiting with PREEMPTING, in decision order: the next snapshot's nominations.
     nominations: tuple[Nomination, ...] = ()
-    # For the next cycle, when this one was given a Parking; never part of the comparison.
-    parking: Parking | None = field(default=None, compare=False, repr=False)
+    # The gpu types whose room, usage or cohort balances a decision of this cycle changed;
+    # None: every type (a claim or a reservation). Jobs of other types were decided on what
+    # the snapshot says of theirs (the controller's parking reads it). Not compared.
+    touched: frozenset[str] | None = field(default=frozenset(), compare=False, repr=False)

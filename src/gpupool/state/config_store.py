@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from gpupool.core.errors import Conflict
 from gpupool.core.jobs import ACTIVE, JobStatus
+from gpupool.state import changes
 from gpupool.state.db import rows_changed as _changed
 from gpupool.state.models import ConfigVersionRow, EventRow, JobRow
 
@@ -164,6 +165,7 @@ def retire_jobs(
             )
             if done:
                 failed += 1
+                changes.touch(session, (job.id,))
                 session.add(EventRow(job_id=job.id, at=at, kind="failed", message=why))
             continue
         done = _changed(
@@ -178,5 +180,6 @@ def retire_jobs(
         )
         if done:
             cancelled += 1
+            changes.touch(session, (job.id,))
             session.add(EventRow(job_id=job.id, at=at, kind="cancel_requested", message=why))
     return failed, cancelled

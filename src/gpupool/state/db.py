@@ -41,6 +41,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpupool.core.errors import StoreUnavailable
+from gpupool.state import changes
 
 __all__ = [
     "Engine",
@@ -179,6 +180,7 @@ class Sessions(sessionmaker[Session]):
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine, expire_on_commit=False)
+        changes.track(self)  # the controller reads only the jobs that changed
         self._write_lock: AbstractContextManager[Any] = (
             threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
 from sqlalchemy import JSON, and_, false, func, insert, or_, select, update
@@ -23,6 +24,7 @@ from sqlalchemy.orm import Session, aliased
 
 from gpupool.core.jobs import ACTIVE, JobStatus
 from gpupool.data.redaction import redact
+from gpupool.state import changes
 from gpupool.state.db import rows_changed as _changed
 from gpupool.state.models import AttemptRow, EventRow, JobRow
 
@@ -40,6 +42,7 @@ def add_many(session: Session, rows: Sequence[dict[str, Any]]) -> None:
     one executemany; a duplicate (user, idempotency key) fails at commit as in :func:`add`."""
     if rows:
         _insert_many(session, JobRow.__table__, rows)
+        changes.touch(session, (row["id"] for row in rows))
 
 
 def add_event(session: Session, job_id: str, at: datetime, kind: str, message: str) -> None:
@@ -148,6 +151,8 @@ def cancel_if_queued(session: Session, job: JobRow, now: datetime) -> bool:
         .where(JobRow.id == job.id, JobRow.status == JobStatus.QUEUED.value)
         .values(status=JobStatus.CANCELLED.value, finished_at=now, message="cancelled"),
     )
+    if cancelled:
+        changes.touch(session, (job.id,))
     session.refresh(job)
     return bool(cancelled)
 
@@ -211,6 +216,7 @@ def cancel_array(session: Session, array_id: str, now: datetime) -> tuple[list[s
         .returning(JobRow.id),
         execution_options={"synchronize_session": False},
     ).all()
+    changes.touch(session, chain(cancelled, requested))
     return list(cancelled), list(requested)
 
 

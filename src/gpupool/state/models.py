@@ -215,6 +215,28 @@ class ControllerStateRow(Base):
     holder: Mapped[str] = mapped_column(String(200), default="")
 
 
+class JobChangesRow(Base):
+    """Singleton row (id=1): the number of the last transaction that changed jobs.
+
+    Each such transaction takes ``seq + 1`` just before it commits, holding the row's lock
+    until then, so the numbers are handed out in commit order (``state.changes``)."""
+
+    __tablename__ = "job_changes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    seq: Mapped[int] = mapped_column(BigInteger)
+
+
+class JobChangeLogRow(Base):
+    """A job changed by the transaction numbered ``seq`` (inserted only; pruned by the
+    controller once it has read them)."""
+
+    __tablename__ = "job_change_log"
+
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    job_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+
+
 class ControllerLeaseRow(Base):
     """Singleton row (id=1): which controller process leads, under which epoch (PostgreSQL).
 

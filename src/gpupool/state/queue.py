@@ -15,16 +15,34 @@ from datetime import datetime
 from typing import Any
 from typing import cast as typed
 
-from sqlalchemy import Row, Table, Text, and_, bindparam, case, cast, func, or_, select, update
+from sqlalchemy import (
+    JSON,
+    Row,
+    String,
+    Table,
+    Text,
+    and_,
+    any_,
+    case,
+    cast,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from gpupool.core.jobs import ACTIVE, JobStatus
+from gpupool.state import changes
 from gpupool.state.db import rows_changed as _changed
 from gpupool.state.models import AttemptRow, ControllerStateRow, EventRow, JobRow
 
 _ACTIVE = [s.value for s in ACTIVE]
 
 ColumnRow = Row[Any]
+_REASONS_CHUNK = 2000  # job ids per statement that writes one set of reasons
 
 # Columns the scheduler needs of a queued job: loading these instead of whole rows keeps a
 # cycle over many queued jobs cheap (no JSON decoding of commands and environments).
@@ -106,6 +124,34 @@ def active(session: Session) -> Sequence[ColumnRow]:
     )
 
 
+def queued_among(session: Session, ids: Sequence[str]) -> list[ColumnRow]:
+    """The jobs of ``ids`` that are queued, as ``PENDING_COLUMNS`` (no order)."""
+    found: list[ColumnRow] = []
+    for some in changes.chunks(ids):
+        found.extend(
+            session.connection().execute(
+                select(*PENDING_COLUMNS).where(
+                    JobRow.id.in_(some), JobRow.status == JobStatus.QUEUED.value
+                )
+            )
+        )
+    return found
+
+
+def active_among(session: Session, ids: Sequence[str]) -> list[ColumnRow]:
+    """The jobs of ``ids`` that are active, as ``ACTIVE_COLUMNS`` (no order)."""
+    found: list[ColumnRow] = []
+    for some in changes.chunks(ids):
+        found.extend(
+            session.connection().execute(
+                select(*ACTIVE_COLUMNS)
+                .join(AttemptRow, _CURRENT_ATTEMPT)
+                .where(JobRow.id.in_(some), JobRow.status.in_(_ACTIVE))
+            )
+        )
+    return found
+
+
 def usage_since(session: Session, horizon: datetime) -> Sequence[ColumnRow]:
     """(team, gpus, nodes, started_at, finished_at) of every attempt that ran after
     ``horizon`` or still runs: the input of fair share's decayed usage."""
@@ -184,6 +230,7 @@ def admit(
     )
     if not won:
         return None
+    changes.touch(session, (job_id,))
     session.add(
         AttemptRow(
             job_id=job_id,
@@ -224,6 +271,7 @@ def mark_victim(
         .values(preempted_by=preemptor_id),
     )
     if marked:
+        changes.touch(session, (job_id,))
         session.add(
             EventRow(
                 job_id=job_id,
@@ -235,19 +283,38 @@ def mark_victim(
     return bool(marked)
 
 
-def write_reasons(session: Session, changed: list[dict[str, object]], now: datetime) -> None:
-    """Store each ``{"job": id, "reasons": [...]}`` on its job if still queued: one
-    statement executed for many (a large queue's first cycle writes them all)."""
-    if not changed:
-        return
+def write_reasons(
+    session: Session, changed: Sequence[tuple[list[dict[str, str]], Sequence[str]]], now: datetime
+) -> None:
+    """Store each ``(reasons, job ids)`` on those jobs that are still queued: one statement per
+    ``_REASONS_CHUNK`` jobs (most of a long queue waits for a few sets of reasons, so a large
+    queue's first cycle, which writes them all, is a few hundred statements)."""
     jobs = typed(Table, JobRow.__table__)
-    session.execute(
-        update(jobs)
-        .where(jobs.c.id == bindparam("job"))
-        .where(jobs.c.status == JobStatus.QUEUED.value)
-        .values(pending_reasons=bindparam("reasons"), reasons_at=now),
-        changed,
-    )
+    queued_now = jobs.c.status == JobStatus.QUEUED.value
+    for reasons, ids in changed:
+        for start in range(0, len(ids), _REASONS_CHUNK):
+            # Found by primary key only; a job that left the queue keeps what it had. (With
+            # the status in the WHERE, PostgreSQL's generic plan for a repeated statement may
+            # scan every queued job through the status index, once per statement.)
+            session.execute(
+                update(jobs)
+                .where(_among(session, jobs.c.id, ids[start : start + _REASONS_CHUNK]))
+                .values(
+                    pending_reasons=case(
+                        (queued_now, literal(reasons, JSON)),
+                        else_=jobs.c.pending_reasons,
+                    ),
+                    reasons_at=case((queued_now, now), else_=jobs.c.reasons_at),
+                )
+            )
+
+
+def _among(session: Session, column: Any, ids: Sequence[str]) -> Any:
+    """``column IN ids``; on PostgreSQL as ``= ANY(array)``: one parameter, where an IN list
+    costs the driver and SQLAlchemy a rewrite of the statement per id."""
+    if session.get_bind().dialect.name == "postgresql":
+        return column == any_(literal(list(ids), ARRAY(String)))
+    return column.in_(ids)
 
 
 def record_cycle(session: Session, now: datetime) -> None:
@@ -312,3 +379,4 @@ def cancels_due(session: Session) -> Sequence[ColumnRow]:
 
 def mark_cancel_sent(session: Session, attempt_id: int) -> None:
     session.execute(update(AttemptRow).where(AttemptRow.id == attempt_id).values(cancel_sent=True))
+    changes.touch_attempts(session, (attempt_id,))

@@ -24,6 +24,7 @@ from gpupool.config import sqlite_url
 from gpupool.controller import loop
 from gpupool.controller.execution import ExecutionService
 from gpupool.controller.loop import Controller
+from gpupool.controller.parking import Groups, Parking
 from gpupool.scheduler import (
     CycleResult,
     Policy,
@@ -93,14 +94,14 @@ def two_teams_borrowing(home: Path, seed: int) -> list[CycleResult]:
     execution = ExecutionService(Registry(lookup))
     controller = Controller(sessions, lambda: config, execution, clock)
     results: list[CycleResult] = []
-    real = loop.run_cycle
+    real = Parking.cycle
 
-    def spy(snapshot: Snapshot, policy: Policy, parking: object = None) -> CycleResult:
-        result = real(snapshot, policy, parking)  # type: ignore[arg-type]
+    def spy(lot: Parking, snapshot: Snapshot, policy: Policy, groups: Groups) -> CycleResult:
+        result = real(lot, snapshot, policy, groups)
         results.append(result)
         return result
 
-    loop.run_cycle = spy  # type: ignore[assignment]
+    Parking.cycle = spy  # type: ignore[method-assign]
     try:
         while clock.t < 120:
             while jobs and jobs[0][0] <= clock.t:
@@ -131,7 +132,7 @@ def two_teams_borrowing(home: Path, seed: int) -> list[CycleResult]:
         assert attempts <= 120 + sum(len(r.preemptions) for r in results)
         return results
     finally:
-        loop.run_cycle = real  # type: ignore[assignment]
+        Parking.cycle = real  # type: ignore[method-assign]
         controller.stop()
         execution.close()
         engine.dispose()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -13,17 +12,12 @@ from sqlalchemy import select
 from gpupool.backends.base import PoolCapacity
 from gpupool.config import sqlite_url
 from gpupool.controller.fairshare import UsageInterval, decayed_usage
-from gpupool.controller.snapshot import (
-    RowViews,
-    build_snapshot,
-    node_name,
-    pending_job,
-    team_views,
-)
+from gpupool.controller.snapshot import build_snapshot, node_name, team_views
+from gpupool.controller.state import pending_job
 from gpupool.scheduler import Placement, QuotaView, RunningJob, held_gpus
 from gpupool.spec.load import load_config
 from gpupool.state.db import make_engine, session_factory, upgrade
-from gpupool.state.models import AttemptRow, JobRow
+from gpupool.state.models import AttemptRow
 from gpupool.state.queue import PENDING_COLUMNS
 from support.rows import T0, queued_job
 
@@ -101,28 +95,6 @@ def test_a_requeued_job_waits_from_its_last_attempts_end(tmp_path: Path) -> None
     assert jobs["j-new"].queued_at is None
     assert jobs["j-back"].queued_at == (T0 + timedelta(seconds=50)).timestamp()
     assert jobs["j-back"].waiting_since == jobs["j-back"].queued_at
-
-
-def test_a_row_read_again_unchanged_keeps_its_view(tmp_path: Path) -> None:
-    engine = make_engine(sqlite_url(tmp_path))
-    upgrade(engine)
-    sessions = session_factory(engine)
-    with sessions.begin() as session:
-        session.add_all([queued_job("j-1"), queued_job("j-2")])
-    views: RowViews[Any] = RowViews()
-
-    def read() -> list[Any]:
-        with sessions() as session:
-            rows = session.execute(select(*PENDING_COLUMNS).order_by(JobRow.id)).all()
-        return views.of(rows, pending_job)
-
-    first = read()
-    with sessions.begin() as session:
-        session.get(JobRow, "j-2").priority = 7  # type: ignore[union-attr]
-    second = read()
-    engine.dispose()
-    assert second[0] is first[0]
-    assert second[1] is not first[1] and second[1].priority == 7
 
 
 def test_every_team_gets_a_gpu_less_cap_on_every_gpu_type(demo_path: Path) -> None:

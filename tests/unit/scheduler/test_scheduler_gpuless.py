@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpupool.controller.parking import Parking, groups_of
 from gpupool.core.quota import MIN_CPUS_CHARGED, gpuless_charge
 from gpupool.scheduler import (
     CycleResult,
@@ -29,7 +30,7 @@ from gpupool.scheduler import (
     TeamView,
     run_cycle,
 )
-from gpupool.scheduler.snapshot import Parking, PreemptionPolicy, ReasonCode, WithinTeam
+from gpupool.scheduler.snapshot import PreemptionPolicy, ReasonCode, WithinTeam
 from support.scheduler_inputs import GPU_TYPES, plain_policies, snapshots
 
 # --- builders -----------------------------------------------------------------------------------
@@ -427,15 +428,14 @@ def test_over_cycles_caps_hold_and_parking_decides_as_a_full_cycle(
 ) -> None:
     """Admissions run, GPU-less jobs end and arrive: every cycle keeps the caps, and a cycle
     handed the last one's parking returns what a full cycle returns."""
-    parking = Parking()
+    lot = Parking()
     snapshot = by_team(snapshot)
     names = sorted(snapshot.teams)
     for _ in range(5):
-        result = run_cycle(snapshot, policy, parking)
+        result = lot.cycle(snapshot, policy, groups_of(snapshot.pending))
+        result = replace(result, pending={**lot.parked_reasons(), **result.pending})
         assert result == run_cycle(snapshot, policy)
-        assert result.parking is not None
         check_caps(snapshot, result)
-        parking = result.parking
         action = data.draw(st.sampled_from(["apply", "apply", "end", "submit", "same"]))
         if action == "apply":
             snapshot = applied(snapshot, result)

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
+from gpupool.controller.parking import Parking, groups_of
 from gpupool.scheduler import (
     Nomination,
-    Parking,
     PendingJob,
     Placement,
     Policy,
@@ -241,7 +241,9 @@ def test_nominations(case: Case) -> None:
     assert {p.job_id: p.preemptor_id for p in result.preemptions} == case.want_preempted
     assert {j: {r.code for r in why} for j, why in result.pending.items()} == case.want_pending
     # Parking is only a saving: the same result with it (a cycle with nominations parks nothing).
-    assert run_cycle(snapshot, Policy(), Parking()) == result
+    lot = Parking()
+    assert lot.cycle(snapshot, Policy(), groups_of(snapshot.pending)) == result
+    assert not lot.teams
 
 
 def test_a_nomination_not_considered_for_the_admission_bound_stands() -> None:

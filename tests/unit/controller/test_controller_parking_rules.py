@@ -1,5 +1,5 @@
-"""Parking (gpupool.scheduler.parking): a cycle given the last cycle's ``parking`` skips the
-teams whose decisions cannot have changed, and returns exactly what a full cycle returns."""
+"""Parking (gpupool.controller.parking): the controller hands a cycle only the teams whose
+decisions may have changed, and gets exactly what a full cycle returns."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpupool.controller.parking import Parking, groups_of
 from gpupool.scheduler import (
     CycleResult,
     NodeView,
@@ -26,7 +27,6 @@ from gpupool.scheduler import (
     run_cycle,
 )
 from gpupool.scheduler import cycle as cycle_module
-from gpupool.scheduler.snapshot import Parking
 from support.scheduler_inputs import cluster_policies, clusters, plain_policies, snapshots, without
 
 SUBMITTED = itertools.count()  # job ids stay unique over a whole sequence
@@ -115,19 +115,24 @@ def advance(snapshot: Snapshot, result: CycleResult, action: str, data: st.DataO
         return replace(snapshot, pending=tuple(j for j in snapshot.pending if j is not gone))
     if action == "later":
         return replace(snapshot, now=snapshot.now + 30.0)
-    if action == "reorder":  # not grouped by team: nothing may be parked, results still equal
+    if action == "reorder":  # another order within a team: decided again, results still equal
         return replace(snapshot, pending=tuple(reversed(snapshot.pending)))
     return snapshot
 
 
+def parked_cycle(lot: Parking, snapshot: Snapshot, policy: Policy) -> CycleResult:
+    """The lot's cycle, with the parked teams' remembered reasons put back: what a full
+    cycle would return."""
+    result = lot.cycle(snapshot, policy, groups_of(snapshot.pending))
+    return replace(result, pending={**lot.parked_reasons(), **result.pending})
+
+
 def check_sequence(snapshot: Snapshot, policy: Policy, data: st.DataObject) -> None:
-    parking = Parking()
+    lot = Parking()
     snapshot = grouped(snapshot)
     for _ in range(6):
-        parked = run_cycle(snapshot, policy, parking)
+        parked = parked_cycle(lot, snapshot, policy)
         assert parked == run_cycle(snapshot, policy)
-        assert parked.parking is not None
-        parking = parked.parking
         snapshot = advance(snapshot, parked, data.draw(st.sampled_from(ACTIONS)), data)
 
 
@@ -194,23 +199,23 @@ def counted_decisions() -> Iterator[list[str]]:
 
 
 def test_nothing_changed_nothing_decided() -> None:
-    snapshot = full_cluster()
-    first = run_cycle(snapshot, Policy(), Parking())
-    assert first.parking is not None
-    assert sorted(first.parking.teams) == ["team-a", "team-b"]
+    lot = Parking()
+    first = parked_cycle(lot, full_cluster(), Policy())
+    assert sorted(lot.teams) == ["team-a", "team-b"]
     again = full_cluster()  # rebuilt, equal: what a controller's next snapshot is
     with counted_decisions() as decided:
-        second = run_cycle(again, Policy(), first.parking)
+        second = parked_cycle(lot, again, Policy())
     assert decided == []
     assert second == run_cycle(again, Policy()) == first
 
 
 def test_a_new_job_has_its_team_decided_again_and_no_other() -> None:
-    first = run_cycle(full_cluster(), Policy(), Parking())
+    lot = Parking()
+    parked_cycle(lot, full_cluster(), Policy())
     late = PendingJob("a9", "team-a", 0, 9.0, 2, gpu_types=("h100",))
     snapshot = full_cluster(late)
     with counted_decisions() as decided:
-        second = run_cycle(snapshot, Policy(), first.parking)
+        second = parked_cycle(lot, snapshot, Policy())
     assert decided and all(job_id.startswith("a") for job_id in decided)
     assert second == run_cycle(snapshot, Policy())
 
@@ -218,18 +223,17 @@ def test_a_new_job_has_its_team_decided_again_and_no_other() -> None:
 def test_a_fit_on_a_parked_teams_gpu_type_decides_that_team_again() -> None:
     """team-b's new t4 job fits: team-a, parked with a job that accepts t4, is decided again
     in a second run of the cycle."""
-    first = run_cycle(full_cluster(), Policy(), Parking())
-    assert first.parking is not None
-    assert first.parking.teams["team-a"].types == {"h100", "t4"}
+    lot = Parking()
+    parked_cycle(lot, full_cluster(), Policy())
+    assert lot.teams["team-a"].types == {"h100", "t4"}
     fresh = PendingJob("b9", "team-b", 5, 9.0, 2, gpu_types=("t4",))
     snapshot = full_cluster(fresh)
     with counted_decisions() as decided:
-        parked = run_cycle(snapshot, Policy(), first.parking)
+        parked = parked_cycle(lot, snapshot, Policy())
     assert parked == run_cycle(snapshot, Policy())
     assert [a.job_id for a in parked.admissions] == ["b9"]
     assert "a5" in decided
-    assert parked.parking is not None
-    assert "team-a" not in parked.parking.teams  # t4 changed in this cycle
+    assert "team-a" not in lot.teams  # t4 changed in this cycle
 
 
 def test_a_rerun_forgets_the_reasons_of_jobs_that_left_a_changed_team() -> None:
@@ -247,13 +251,14 @@ def test_a_rerun_forgets_the_reasons_of_jobs_that_left_a_changed_team() -> None:
         pending = tuple(job for job in base.pending if job.id != without)
         return grouped(replace(base, teams=teams, pending=pending))
 
-    first = run_cycle(snapshot(), Policy(), Parking())
-    assert first.parking is not None and "team-d" in first.parking.teams
+    lot = Parking()
+    parked_cycle(lot, snapshot(), Policy())
+    assert "team-d" in lot.teams
     fresh = PendingJob("e0", "team-e", 5, 9.0, 2, gpu_types=("t4",))
     later = snapshot(fresh, without="a1")
-    result = run_cycle(later, Policy(), first.parking)
+    result = parked_cycle(lot, later, Policy())
     assert [a.job_id for a in result.admissions] == ["e0"]
-    assert result.parking is not None and "team-b" in result.parking.teams
+    assert "team-b" in lot.teams
     assert "a1" not in result.pending
     assert result == run_cycle(later, Policy())
 
@@ -261,26 +266,29 @@ def test_a_rerun_forgets_the_reasons_of_jobs_that_left_a_changed_team() -> None:
 def test_a_new_gpu_type_decides_a_team_that_takes_any_type_again() -> None:
     anything = PendingJob("x0", "team-b", 0, 0.0, 2)  # no gpu types: any
     only_h100 = replace(full_cluster(anything), pools=(H100,))
-    first = run_cycle(only_h100, Policy(), Parking())
-    assert first.parking is not None and first.parking.teams["team-b"].types == {"h100"}
+    lot = Parking()
+    parked_cycle(lot, only_h100, Policy())
+    assert lot.teams["team-b"].types == {"h100"}
     with_t4 = full_cluster(anything)  # the t4 pool appears, with room
-    result = run_cycle(with_t4, Policy(), first.parking)
+    result = parked_cycle(lot, with_t4, Policy())
     assert result == run_cycle(with_t4, Policy())
     assert "x0" in {a.job_id for a in result.admissions}
 
 
 def test_a_starving_team_is_never_parked() -> None:
     policy = Policy(starvation_after_s=10.0)
-    first = run_cycle(full_cluster(), policy, Parking())
-    assert first.parking is not None and first.parking.teams
+    lot = Parking()
+    parked_cycle(lot, full_cluster(), policy)
+    assert lot.teams
     later = replace(full_cluster(), now=100.0)  # every job has waited 95 s or more
     with counted_decisions() as decided:
-        result = run_cycle(later, policy, first.parking)
+        result = parked_cycle(lot, later, policy)
     assert decided
     assert result == run_cycle(later, policy)
 
 
 def test_no_parking_under_an_admission_bound() -> None:
     policy = Policy(max_admissions=1)
-    first = run_cycle(full_cluster(), policy, Parking())
-    assert first.parking is not None and not first.parking.teams
+    lot = Parking()
+    parked_cycle(lot, full_cluster(), policy)
+    assert not lot.teams
