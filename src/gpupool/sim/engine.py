@@ -8,8 +8,10 @@ The loop is the controller's tick with the clock and the store taken out:
 3. a cycle runs when something changed, as the controller's loop does (it is woken by every
    submit and every end, and leaves at least ``MIN_TICK_GAP_S`` between ticks): the snapshot
    is built as the controller builds it (node views kept current by ``PoolState``, teams by
-   ``team_views``, decayed usage by ``UsageMeter``) and the decisions come from ``run_cycle``
-   with ``policy_for`` of the policy's configuration;
+   ``team_views``, decayed usage by ``UsageMeter``), each team's queue is kept in the
+   controller's ``TeamQueue``, and the decisions come from the controller's ``Parking`` (which
+   hands ``run_cycle`` only the teams whose inputs changed) with ``policy_for`` of the
+   policy's configuration;
 4. admissions are submitted to the simulated backend; preemption victims are cancelled
    through it, end at once, and go back to the queue as a new attempt that keeps its submit
    time and the work it has done (training jobs checkpoint: an attempt resumes). Each
@@ -18,9 +20,10 @@ The loop is the controller's tick with the clock and the store taken out:
 
 The one thing the controller has that the simulator does not is the database: the
 controller's SQL reads and writes would make a replay of months of a cluster take hours, and
-they hold no decision. Virtual time jumps from event to event; a starving job (Q8) is woken
-when it crosses ``starvation_after_s`` so reservations are taken as the controller's periodic
-cycle would take them.
+they hold no decision (what the controller's ``QueueState`` reads from the store, the
+simulator feeds to the same queues directly). Virtual time jumps from event to event; a
+starving job (Q8) is woken when it crosses ``starvation_after_s`` so reservations are taken
+as the controller's periodic cycle would take them.
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ from gpupool.backends.base import AdapterContext, JobHandle, JobSpec, RunState
 from gpupool.backends.fake import DURATION_ENV, FakeBackend, FakeCluster
 from gpupool.controller.fairshare import UsageMeter
 from gpupool.controller.loop import MIN_TICK_GAP_S
+from gpupool.controller.parking import Parking
 from gpupool.controller.snapshot import PoolState, policy_for, team_views
-from gpupool.scheduler import Nomination, PendingJob, RunningJob, Snapshot, run_cycle
+from gpupool.controller.state import TeamQueue
+from gpupool.scheduler import Nomination, PendingJob, RunningJob, Snapshot
 from gpupool.sim.cluster import PolicySetup, Shape, job_shape, largest_node, never_runs
 from gpupool.sim.trace import TraceJob
 
@@ -100,6 +105,9 @@ class Simulation:
         self.meter = UsageMeter(config.scheduler.fair_share_half_life_s)
         self.nominations: tuple[Nomination, ...] = ()  # handed from cycle to cycle, as there
         self.pools = PoolState(config)
+        self.parking = Parking()
+        self.queues: dict[str, TeamQueue] = {}  # the waiting jobs, team by team
+        self._running: tuple[RunningJob, ...] | None = ()  # None: changed since last built
         # When each waiting job started to wait, sorted: the next to starve is found by bisect.
         self._waits: list[tuple[float, str]] = []
         self.outcome = Outcome(
@@ -198,10 +206,15 @@ class Simulation:
     def _waiting(self, record: JobRecord, delta: int) -> None:
         assert record.pending is not None
         entry = (record.pending.waiting_since, record.trace.job_id)
+        queue = self.queues.get(record.team)
+        if queue is None:
+            queue = self.queues[record.team] = TeamQueue()
         if delta > 0:
             bisect.insort(self._waits, entry)
+            queue.put(record.pending)
         else:
             del self._waits[bisect.bisect_left(self._waits, entry)]
+            queue.remove(record.trace.job_id)
         sizes = self.team_waiting.get(record.trace.team)
         if sizes is None:
             return
@@ -215,15 +228,18 @@ class Simulation:
     def _cycle(self) -> bool:
         """One scheduling cycle; True when it preempted (victims' room is seen next cycle)."""
         now = self.now
+        if self._running is None:
+            self._running = tuple(r.running for r in self.running.values() if r.running is not None)
         snapshot = Snapshot(
             now=now,
             pools=self.pools.pools(),
             teams=team_views(self.config, self.meter.usage(now)),
-            running=tuple(r.running for r in self.running.values() if r.running is not None),
-            pending=tuple(r.pending for r in self.pending.values() if r.pending is not None),
+            running=self._running,
+            pending=(),
             nominations=self.nominations,
         )
-        result = run_cycle(snapshot, self.policy)
+        groups = {team: queue.jobs() for team, queue in sorted(self.queues.items()) if len(queue)}
+        result = self.parking.cycle(snapshot, self.policy, groups)
         self.nominations = result.nominations
         self.outcome.cycles += 1
         for preemption in result.preemptions:
@@ -272,6 +288,7 @@ class Simulation:
         if record.first_start is None:
             record.first_start = now
         self.running[record.trace.job_id] = record
+        self._running = None
         self.pools.take(placements)
         gpus = record.running.gpus
         self.meter.start(record.team, gpus, now)
@@ -299,6 +316,7 @@ class Simulation:
         self._hold(record, -gpus)
         self.pools.free(running.placements)
         del self.running[record.trace.job_id]
+        self._running = None
         record.running = None
         record.handle = None
 
