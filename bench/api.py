@@ -34,12 +34,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from stores import POSTGRES_ADMIN_URL, postgres_database
+
 from support.server import ServerProcess, wait_for
 
 CONFIG = """
@@ -96,9 +98,6 @@ def submit_throughput(server: ServerProcess, total: int, clients: int) -> dict[s
 
 
 WAITER = {"team": "waiters", "command": ["true"], "resources": {"gpus": 1, "gpu_types": ["h100"]}}
-POSTGRES_ADMIN_URL = os.environ.get(
-    "GPUPOOL_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
 
 
 def array_throughput(server: ServerProcess, arrays: int, size: int) -> dict[str, float]:
@@ -123,29 +122,6 @@ def array_throughput(server: ServerProcess, arrays: int, size: int) -> dict[str,
         "p50_array_ms": round(statistics.median(seconds) * 1000, 1),
         "max_array_ms": round(max(seconds) * 1000, 1),
     }
-
-
-@contextlib.contextmanager
-def postgres_database() -> Iterator[str | None]:
-    """A scratch PostgreSQL database for one run (dropped after); None when unreachable."""
-    try:
-        import psycopg
-    except ImportError:
-        yield None
-        return
-    name = f"gpupool_bench_{secrets.token_hex(4)}"
-    try:
-        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=3) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.OperationalError:
-        yield None
-        return
-    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
-    try:
-        yield f"{base.replace('postgresql://', 'postgresql+psycopg://', 1)}/{name}"
-    finally:
-        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def on_store(
