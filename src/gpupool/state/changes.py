@@ -24,13 +24,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import chain
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, event, func, insert, select, update
+from sqlalchemy import String, Table, bindparam, delete, event, func, insert, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpupool.state.models import AttemptRow, JobChangeLogRow, JobChangesRow, JobRow
 
+_COUNTER = cast(Table, JobChangesRow.__table__)
+_LOG_TABLE = cast(Table, JobChangeLogRow.__table__)
+# Core statements, compiled once: a submit's transaction pays two small statements (one on
+# PostgreSQL), not the ORM's bulk-update machinery.
+_TAKE = update(_COUNTER).where(_COUNTER.c.id == 1).values(seq=_COUNTER.c.seq + 1)
+_LOG = insert(_LOG_TABLE).from_select(
+    ["seq", "job_id"],
+    select(_COUNTER.c.seq, bindparam("job_id", type_=String)).where(_COUNTER.c.id == 1),
+)
+# Take the next number and log the jobs under it in one statement.
+_PG_LOG = text(
+    "WITH taken AS (UPDATE job_changes SET seq = seq + 1 WHERE id = 1 RETURNING seq) "
+    "INSERT INTO job_change_log (seq, job_id) SELECT taken.seq, changed.id "
+    "FROM taken, unnest(CAST(:ids AS varchar[])) AS changed(id)"
+)
 _JOBS = "gpupool.changed_jobs"
 _ATTEMPTS = "gpupool.changed_attempts"
 _CHUNK = 500  # ids per IN list (SQLite's bound on parameters is far above)
@@ -105,13 +120,13 @@ def _log(session: Session) -> None:
             )
     if not jobs:
         return
-    seq = session.execute(
-        update(JobChangesRow)
-        .where(JobChangesRow.id == 1)
-        .values(seq=JobChangesRow.seq + 1)
-        .returning(JobChangesRow.seq)
-    ).scalar_one()
-    session.execute(insert(JobChangeLogRow), [{"seq": seq, "job_id": j} for j in sorted(jobs)])
+    connection = session.connection()
+    ids = sorted(jobs)
+    if connection.dialect.name == "postgresql":
+        connection.execute(_PG_LOG, {"ids": ids})
+    else:  # one writer at a time: taking the number first is enough
+        connection.execute(_TAKE)
+        connection.execute(_LOG, [{"job_id": j} for j in ids])
 
 
 def _forget(session: Session) -> None:

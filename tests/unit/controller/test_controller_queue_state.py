@@ -4,6 +4,7 @@ state brought up to date incrementally equals one loaded whole."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterator
 from datetime import timedelta
@@ -20,17 +21,26 @@ from gpupool.controller.transitions import apply_status
 from gpupool.core.jobs import JobStatus
 from gpupool.state import changes, jobs, queue
 from gpupool.state.db import SessionFactory, make_engine, session_factory, upgrade
+from support.databases import scratch_database
 from support.rows import T0, queued_job
 
 IDS = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionFactory]:
-    engine = make_engine(sqlite_url(tmp_path_factory.mktemp("store")))
-    upgrade(engine)
-    yield session_factory(engine)
-    engine.dispose()
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SessionFactory]:
+    """A store of each kind (the change log is written differently on each)."""
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            url = sqlite_url(tmp_path_factory.mktemp("store"))
+        else:
+            url = stack.enter_context(scratch_database("gpupool_queue_state"))
+        engine = make_engine(url)
+        upgrade(engine)
+        yield session_factory(engine)
+        engine.dispose()
 
 
 def fresh(sessions: SessionFactory) -> QueueState:
