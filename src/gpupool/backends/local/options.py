@@ -37,10 +37,9 @@ class LocalOptions:
     launch_timeout_s: float = 5.0  # how long submit() waits for the runner's handle.json
     startup_timeout_s: float = 30.0  # a claimed attempt without a runner after this is LOST
     # How long poll() may wait for an attempt to start or end when it has nothing new to
-    # report (0: answer at once); a runner that dies silently is noticed within this. Off by
-    # default: the controller's loop rests for twice as long as its last pass took, its idle
-    # wait included, so a poll held for long makes it deaf to the end it reports.
-    poll_wait_s: float = 0.0
+    # report (0: answer at once): the controller then hears of an end within milliseconds
+    # instead of at its next poll. A runner that dies silently is noticed within this.
+    poll_wait_s: float = 1.0
     # Processes (threads included) one job may have at once: its cgroup's pids.max, else
     # RLIMIT_NPROC, which the kernel counts per uid (see contain.py).
     max_processes: int = 4096
