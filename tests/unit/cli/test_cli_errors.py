@@ -32,6 +32,7 @@ class Case:
         pytest.param(Case(422, "config_invalid", 5), id="config invalid -> 5"),
         pytest.param(Case(409, "conflict", 5), id="conflict -> 5"),
         pytest.param(Case(500, "internal", 1), id="server error -> 1"),
+        pytest.param(Case(503, "unavailable", 7), id="unavailable for now -> 7"),
     ],
 )
 def test_error_codes_become_exit_codes(case: Case, api: FakeApi, runner: CliRunner) -> None:
@@ -111,7 +112,12 @@ def test_help_documents_exit_codes(runner: CliRunner) -> None:
 
     assert result.exit_code == 0
     text = " ".join(result.stdout.split())
-    for fragment in ("3 not found", "4 unauthenticated or forbidden", "6 server unreachable"):
+    for fragment in (
+        "3 not found",
+        "4 unauthenticated or forbidden",
+        "6 server unreachable",
+        "7 server unavailable for now",
+    ):
         assert fragment in text
 
 
