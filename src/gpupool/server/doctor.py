@@ -2,7 +2,9 @@
 
 Four areas, each a list of :class:`Finding` (``ok``, ``warn`` or ``fail``, with the fix):
 
-* **database**: reachable; schema at this release's revision (``state.schema``);
+* **database**: reachable; schema at this release's revision (``state.schema``); on
+  PostgreSQL, which controller holds the lease (none, or an expired one, warns: nothing is
+  scheduled until a controller runs);
 * **clock**: this machine's clock against the PostgreSQL server's (leases, token expiry and
   grant deadlines compare times written by different machines); more than
   :data:`MAX_SKEW_S` apart fails;
@@ -78,7 +80,11 @@ def database_findings(store: StoreReport) -> list[Finding]:
     schema = store.schema
     assert schema is not None  # reached stores have a schema status
     if schema.verdict is SchemaVerdict.CURRENT:
-        return [reached, Finding("database", "schema", Verdict.OK, schema.message)]
+        return [
+            reached,
+            Finding("database", "schema", Verdict.OK, schema.message),
+            *lease_findings(store),
+        ]
     if schema.verdict is SchemaVerdict.FRESH:
         return [reached, Finding("database", "schema", Verdict.WARN, schema.message)]
     fix = (
@@ -87,6 +93,24 @@ def database_findings(store: StoreReport) -> list[Finding]:
         else "run the gpupool release that wrote this store, or use another database"
     )
     return [reached, Finding("database", "schema", Verdict.FAIL, schema.message, fix)]
+
+
+def lease_findings(store: StoreReport) -> list[Finding]:
+    """PostgreSQL only (on SQLite the one server process is the controller)."""
+    if store.dialect != "postgresql":
+        return []
+    held = store.lease
+    fix = "start a controller: `gpupool server --role controller` (or --role all)"
+    if held is None or not held.holder:
+        return [Finding("database", "controller lease", Verdict.WARN, "never held", fix)]
+    detail = (
+        f"{held.holder} (epoch {held.epoch}), renewed {held.age_s:.1f} s ago, "
+        f"held for {held.held_for_s:.0f} s"
+    )
+    if held.expires_in_s <= 0:
+        detail = f"expired {-held.expires_in_s:.1f} s ago; last held by {detail}"
+        return [Finding("database", "controller lease", Verdict.WARN, detail, fix)]
+    return [Finding("database", "controller lease", Verdict.OK, detail)]
 
 
 def clock_findings(store: StoreReport) -> list[Finding]:
@@ -179,7 +203,8 @@ def _mode_finding(path: Path, forbidden: int, what: str) -> Finding | None:
     return Finding("storage", str(path), Verdict.OK, f"{what}, mode {oct(mode)[2:]}")
 
 
-def home_findings(settings: Settings) -> list[Finding]:
+def home_findings(settings: Settings, store_file: Path | None = None) -> list[Finding]:
+    """``store_file``: the SQLite store's file as its URL names it (None: not SQLite)."""
     home = settings.home
     if not home.is_dir():
         fix = "start the server once (it creates it), or set GPUPOOL_HOME"
@@ -187,10 +212,10 @@ def home_findings(settings: Settings) -> list[Finding]:
     checks = [(home, 0o066, "GPUPOOL_HOME"), (settings.state_dir, 0o066, "job state")]
     if settings.grant_key is None:
         checks.append((home / KEY_FILE, 0o077, "the grant key"))
-    if settings.database_url.startswith("sqlite"):
-        db = home / "gpupool.db"
+    if store_file is not None:
         checks += [
-            (db.with_name(db.name + s), 0o077, "the store") for s in ("", *SQLITE_SIDE_FILES)
+            (store_file.with_name(store_file.name + s), 0o077, "the store")
+            for s in ("", *SQLITE_SIDE_FILES)
         ]
     return [f for p, bits, what in checks if (f := _mode_finding(p, bits, what)) is not None]
 
@@ -258,7 +283,9 @@ def _wrong(expected: _Expected) -> str | None:
 
 def diagnose(settings: Settings, config: ClusterConfig | None, store: StoreReport) -> list[Finding]:
     """Every finding, in table order; backends and storage need a configuration."""
-    findings = database_findings(store) + clock_findings(store) + home_findings(settings)
+    findings = (
+        database_findings(store) + clock_findings(store) + home_findings(settings, store.file)
+    )
     if config is None:
         fix = "pass --config FILE, or fix the database so the stored configuration can be read"
         detail = "no configuration to check the pools and team storage against"

@@ -1,5 +1,5 @@
-"""What ``gpupool doctor`` asks of the store: can it be reached, is its schema current, and
-how far this machine's clock is from the database server's.
+"""What ``gpupool doctor`` asks of the store: can it be reached, is its schema current, how
+far this machine's clock is from the database server's, and which controller holds the lease.
 
 Everything here reads; nothing migrates or writes. Errors come back as values (a sentence
 without the URL's password), so callers outside ``state/`` never handle SQLAlchemy's
@@ -16,9 +16,12 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.orm import Session
 
+from gpupool.state import lease
 from gpupool.state.db import make_engine
-from gpupool.state.schema import SchemaStatus, schema_status
+from gpupool.state.lease import LeaseView
+from gpupool.state.schema import SchemaStatus, SchemaVerdict, schema_status
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +33,9 @@ class StoreReport:
     # The database server's clock minus this machine's (seconds; PostgreSQL only: SQLite
     # runs inside this process and has no clock of its own).
     skew_s: float | None = None
+    file: Path | None = None  # SQLite: the store's file, as the URL names it
+    # PostgreSQL: the controller lease as the database sees it (None: no row yet).
+    lease: LeaseView | None = None
 
 
 def _reason(exc: BaseException) -> str:
@@ -58,9 +64,10 @@ def inspect_store(database_url: str, now: Callable[[], float] = time.time) -> St
         return StoreReport("?", "?", error="GPUPOOL_DATABASE_URL is not a database URL")
     url = parsed.render_as_string(hide_password=True)
     dialect = parsed.get_backend_name()
-    file = parsed.database if dialect == "sqlite" and parsed.database != ":memory:" else None
-    if file and not Path(file).exists():
-        return StoreReport(url, dialect, error=f"no store at {file}")
+    named = parsed.database if dialect == "sqlite" and parsed.database != ":memory:" else None
+    file = Path(named) if named else None
+    if file is not None and not file.exists():
+        return StoreReport(url, dialect, error=f"no store at {file}", file=file)
     try:
         engine = make_engine(database_url)
     except ImportError as exc:  # the URL names a driver that is not installed
@@ -69,12 +76,16 @@ def inspect_store(database_url: str, now: Callable[[], float] = time.time) -> St
     try:
         status = schema_status(engine)
         skew = None
+        held = None
         if dialect == "postgresql":
             with engine.connect() as connection:
                 # clock_timestamp(), not now(): now() is when the transaction began.
                 query = text("SELECT EXTRACT(EPOCH FROM clock_timestamp())")
                 skew = clock_skew(lambda: float(connection.execute(query).scalar_one()), now)
-        return StoreReport(url, dialect, schema=status, skew_s=skew)
+            if status.verdict is SchemaVerdict.CURRENT:  # the lease's row is there
+                with Session(engine) as session:
+                    held = lease.read(session)
+        return StoreReport(url, dialect, schema=status, skew_s=skew, file=file, lease=held)
     except SQLAlchemyError as exc:
         return StoreReport(url, dialect, error=_reason(exc))
     finally:

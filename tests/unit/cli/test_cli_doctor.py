@@ -29,8 +29,10 @@ from gpupool.server.doctor import (
 from gpupool.server.runtime import pool_bindings, private_home
 from gpupool.server.serve import prepare_storage, resolve_config
 from gpupool.spec.load import load_config
-from gpupool.state.db import make_engine
+from gpupool.state import lease
+from gpupool.state.db import make_engine, session_factory, upgrade
 from gpupool.state.health import StoreReport, inspect_store
+from gpupool.state.lease import LeaseView
 from gpupool.state.schema import SchemaStatus, SchemaVerdict
 
 runner = CliRunner()
@@ -39,7 +41,7 @@ runner = CliRunner()
 @dataclass(frozen=True)
 class StoreCase:
     report: StoreReport
-    verdicts: tuple[Verdict, ...]  # database findings, then clock findings
+    verdicts: tuple[Verdict, ...]  # database findings (the lease on PostgreSQL), then clock
     fix: str = ""  # in the failing finding's fix
 
 
@@ -49,6 +51,7 @@ def status(verdict: SchemaVerdict, revision: str | None = "0004") -> SchemaStatu
 
 OK, WARN, FAIL = Verdict.OK, Verdict.WARN, Verdict.FAIL
 PG = "postgresql"
+HELD = LeaseView("ctl", 1, 0.5, 5.0, 60.0)  # renewed 0.5 s ago, held for a minute
 
 
 @pytest.mark.parametrize(
@@ -60,21 +63,41 @@ PG = "postgresql"
         ),
         pytest.param(
             StoreCase(
-                StoreReport("u", PG, schema=status(SchemaVerdict.CURRENT), skew_s=0.4), (OK, OK, OK)
+                StoreReport(
+                    "u",
+                    PG,
+                    schema=status(SchemaVerdict.CURRENT),
+                    skew_s=0.4,
+                    lease=HELD,
+                ),
+                (OK, OK, OK, OK),
             ),
             id="current schema and 0.4 s of skew pass",
         ),
         pytest.param(
             StoreCase(
-                StoreReport("u", PG, schema=status(SchemaVerdict.CURRENT), skew_s=-2.5),
-                (OK, OK, FAIL),
+                StoreReport(
+                    "u",
+                    PG,
+                    schema=status(SchemaVerdict.CURRENT),
+                    skew_s=-2.5,
+                    lease=HELD,
+                ),
+                (OK, OK, OK, FAIL),
                 "NTP",
             ),
             id="2.5 s of skew fails: synchronise the clocks",
         ),
         pytest.param(
             StoreCase(
-                StoreReport("u", PG, schema=status(SchemaVerdict.CURRENT), skew_s=2.0), (OK, OK, OK)
+                StoreReport(
+                    "u",
+                    PG,
+                    schema=status(SchemaVerdict.CURRENT),
+                    skew_s=2.0,
+                    lease=HELD,
+                ),
+                (OK, OK, OK, OK),
             ),
             id="exactly 2 s of skew still passes",
         ),
@@ -160,7 +183,8 @@ def test_storage_damage_is_found_with_its_fix(
     if case.chown and os.geteuid() != 0:
         pytest.skip("owners are only checked (and set) when gpupool runs as root: run as root")
     settings, config = settings_of(home), load_config(demo_path)
-    before = home_findings(settings) + storage_findings(config, settings)
+    store = inspect_store(settings.database_url).file
+    before = home_findings(settings, store) + storage_findings(config, settings)
     assert failures(before) == []
     target = home / case.path
     if case.chmod is not None:
@@ -171,9 +195,24 @@ def test_storage_damage_is_found_with_its_fix(
         for path in sorted(target.rglob("*"), reverse=True):
             path.rmdir()
         target.rmdir()
-    found = failures(home_findings(settings) + storage_findings(config, settings))
+    found = failures(home_findings(settings, store) + storage_findings(config, settings))
     assert len(found) == 1
     assert case.says in found[0].detail + found[0].fix
+
+
+def test_the_store_checked_is_the_one_the_url_names(tmp_path: Path, home: Path) -> None:
+    """GPUPOOL_DATABASE_URL may name a SQLite file outside GPUPOOL_HOME: that file's modes are
+    checked (on the code before, doctor looked at $GPUPOOL_HOME/gpupool.db only)."""
+    elsewhere = tmp_path / "elsewhere"
+    engine = make_engine(sqlite_url(elsewhere))
+    upgrade(engine)
+    engine.dispose()
+    settings = Settings(home=home, database_url=sqlite_url(elsewhere))
+    report = inspect_store(settings.database_url)
+    (elsewhere / "gpupool.db").chmod(0o644)
+    found = failures(home_findings(settings, report.file))
+    assert [f.subject for f in found] == [str(elsewhere / "gpupool.db")]
+    assert "chmod 600" in found[0].fix
 
 
 # -- backends ----------------------------------------------------------------------------------
@@ -264,6 +303,29 @@ def test_clock_skew_against_postgresql(pg_store: str, offset_s: float, verdict: 
     assert report.error is None and report.skew_s is not None
     assert abs(report.skew_s + offset_s) < 1.0  # measured, not assumed
     assert [f.verdict for f in clock_findings(report)] == [verdict]
+
+
+def test_the_controller_lease_is_reported(pg_store: str) -> None:
+    engine = make_engine(pg_store)
+    upgrade(engine)
+    sessions = session_factory(engine)
+
+    def lease_finding() -> Finding:
+        found = [f for f in database_findings(inspect_store(pg_store)) if "lease" in f.subject]
+        assert len(found) == 1
+        return found[0]
+
+    nobody = lease_finding()
+    assert nobody.verdict is WARN and "--role controller" in nobody.fix
+    with sessions.begin() as session:
+        lease.campaign(session, "ctl-1", 0, 30.0)
+    held = lease_finding()
+    assert held.verdict is OK and "ctl-1 (epoch 1)" in held.detail
+    with sessions.begin() as session:
+        lease.release(session, "ctl-1", 1)
+    gone = lease_finding()
+    engine.dispose()
+    assert gone.verdict is WARN and gone.detail.startswith("expired")
 
 
 def test_unreachable_postgresql_is_reported_without_the_password() -> None:
