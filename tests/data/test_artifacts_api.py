@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -17,9 +18,10 @@ import pytest
 
 from gpupool.backends.base import Backend, BackendStatus, JobHandle, JobSpec, LogChunk
 from gpupool.core.errors import Forbidden
+from gpupool.data import safe_fs
 from gpupool.data.grants.base import Grant, GrantError
 from gpupool.data.storage import ensure_team_layouts
-from gpupool.server.services.artifacts import ArtifactService
+from gpupool.server.services.artifacts import WRITE_CHUNK, ArtifactService
 from gpupool.state import config_store
 from support.apikit import Api
 
@@ -406,3 +408,38 @@ def test_a_large_file_is_served_whole_from_the_opened_file(api: Api) -> None:
     response = api.client.get(f"/v1/artifacts/team-a/shared/big.bin?{query}")
     assert response.status_code == 200
     assert response.headers["content-length"] == str(len(data)) and response.content == data
+
+
+def test_a_write_touches_the_disk_off_the_event_loop(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stalled disk must not stall every request: each file system call of a PUT runs on a
+    worker thread, in writes of WRITE_CHUNK bytes however small the body's chunks are."""
+    runtime = api.runtime
+    assert runtime.signer is not None
+    service = ArtifactService(
+        runtime.signer, runtime.current_config, runtime.settings.home, runtime.clock
+    )
+    loop_threads: set[int] = set()
+    writes: list[tuple[int, int]] = []  # (thread, size)
+    real = safe_fs.PendingWrite.write
+
+    def recording(pending: safe_fs.PendingWrite, chunk: bytes) -> None:
+        writes.append((threading.get_ident(), len(chunk)))
+        real(pending, chunk)
+
+    monkeypatch.setattr(safe_fs.PendingWrite, "write", recording)
+    root = team_root(api)  # laid out
+    data = os.urandom(WRITE_CHUNK * 2 + 100)
+    later = int((runtime.clock.now() + timedelta(hours=1)).timestamp())
+    query = dict(parse_qsl(runtime.signer.query("PUT", "team-a", "alice", "shared/w", later)))
+
+    async def body() -> AsyncIterator[bytes]:
+        loop_threads.add(threading.get_ident())
+        for at in range(0, len(data), 4096):
+            yield data[at : at + 4096]
+
+    assert asyncio.run(service.write("team-a", "shared/w/f", query, body())) == len(data)
+    assert (root / "shared" / "w" / "f").read_bytes() == data
+    assert [size for _, size in writes] == [WRITE_CHUNK, WRITE_CHUNK, 100]
+    assert not loop_threads & {thread for thread, _ in writes}

@@ -50,6 +50,8 @@ SHARED_DIR_MODE, SHARED_FILE_MODE = SHARED_MODE, 0o660
 
 GroupsOf = Callable[[str], frozenset[str]]
 
+WRITE_CHUNK = 1 << 20  # bytes of a request body gathered per write to the file
+
 
 class ArtifactService:
     def __init__(
@@ -150,12 +152,16 @@ class ArtifactService:
     async def write(
         self, team: str, raw: str, params: Mapping[str, str], body: AsyncIterator[bytes]
     ) -> int:
-        """Store the request body at the path; returns its size in bytes."""
+        """Store the request body at the path; returns its size in bytes.
+
+        Every file system call runs on a worker thread, never on the event loop (a slow or
+        stalled disk must not stall every other request): the body is gathered into writes of
+        ``WRITE_CHUNK`` bytes."""
         root, parts, user, config = self._authorize("PUT", team, raw, params)
         who = self._identity(config, user, team)
         new = self._new_owner(config, user, team, parts)
         try:
-            pending = safe_fs.begin_write(root, parts, who, new)
+            pending = await anyio.to_thread.run_sync(safe_fs.begin_write, root, parts, who, new)
         except safe_fs.NotAFile:
             raise InvalidRequest(
                 f"{raw} is a directory", [{"field": "path", "message": "name a file"}]
@@ -165,9 +171,15 @@ class ArtifactService:
         except safe_fs.Refused as exc:
             raise Forbidden(str(exc)) from None
         try:
+            gathered = bytearray()
             async for chunk in body:
-                pending.write(chunk)
-            # fsync and rename off the event loop; not abandoned if the request is cancelled.
+                gathered += chunk
+                if len(gathered) >= WRITE_CHUNK:
+                    await anyio.to_thread.run_sync(pending.write, bytes(gathered))
+                    gathered.clear()
+            if gathered:
+                await anyio.to_thread.run_sync(pending.write, bytes(gathered))
+            # fsync and rename; not abandoned if the request is cancelled.
             await anyio.to_thread.run_sync(pending.commit)
         except BaseException:
             pending.abort()
