@@ -263,3 +263,92 @@ class SecretRow(Base):
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class UsageRow(Base):
+    """The usage ledger (C1): one row per attempt that started, kept after its job is gone.
+
+    GPU time is counted in integer GPU-milliseconds so that sums are exact. ``accrued_until``
+    says how far the attempt's time has been added to ``usage_hours``: accrual moves it
+    forward and adds the same amount to the rollups in one transaction, so no span is counted
+    twice or lost. ``gpus`` are all the GPUs the attempt holds (per node x nodes), ``borrowed``
+    those above its team's nominal at admission. ``outcome`` is set when the attempt ends:
+    succeeded, failed, cancelled, preempted, lost or evicted.
+    """
+
+    __tablename__ = "usage"
+    __table_args__ = (
+        Index("ix_usage_team_started", "team", "started_at"),
+        Index("ix_usage_ended", "ended_at"),
+        Index("ix_usage_job", "job_id"),
+    )
+
+    attempt_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    job_id: Mapped[str] = mapped_column(String(40))
+    job_name: Mapped[str] = mapped_column(String(200), default="")
+    team: Mapped[str] = mapped_column(String(100))
+    user: Mapped[str] = mapped_column(String(100))
+    gpu_type: Mapped[str] = mapped_column(String(100))
+    pool: Mapped[str] = mapped_column(String(100))
+    backend: Mapped[str] = mapped_column(String(30))
+    priority_class: Mapped[str] = mapped_column(String(100))
+    node_type: Mapped[str] = mapped_column(String(20))  # dedicated | spot
+    gpus: Mapped[int] = mapped_column(Integer)
+    borrowed: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    accrued_until: Mapped[datetime] = mapped_column(UTCDateTime)
+    gpu_ms: Mapped[int] = mapped_column(BigInteger, default=0)
+    borrowed_gpu_ms: Mapped[int] = mapped_column(BigInteger, default=0)
+    outcome: Mapped[str | None] = mapped_column(String(20), nullable=True)
+
+
+class UsageHourRow(Base):
+    """GPU-milliseconds used per UTC hour, team, user, gpu type, pool and priority class,
+    kept incrementally with the ledger (``usage``) and never deleted with jobs."""
+
+    __tablename__ = "usage_hours"
+    __table_args__ = (Index("ix_usage_hours_team_hour", "team", "hour"),)
+
+    hour: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    team: Mapped[str] = mapped_column(String(100), primary_key=True)
+    user: Mapped[str] = mapped_column(String(100), primary_key=True)
+    gpu_type: Mapped[str] = mapped_column(String(100), primary_key=True)
+    pool: Mapped[str] = mapped_column(String(100), primary_key=True)
+    priority_class: Mapped[str] = mapped_column(String(100), primary_key=True)
+    node_type: Mapped[str] = mapped_column(String(20), primary_key=True)
+    gpu_ms: Mapped[int] = mapped_column(BigInteger, default=0)
+    borrowed_gpu_ms: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class CapacityHourRow(Base):
+    """A pool's capacity GPU-milliseconds per UTC hour, so idle = capacity - allocated."""
+
+    __tablename__ = "capacity_hours"
+
+    hour: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    pool: Mapped[str] = mapped_column(String(100), primary_key=True)
+    gpu_type: Mapped[str] = mapped_column(String(100))
+    node_type: Mapped[str] = mapped_column(String(20))
+    gpu_ms: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class AccountingStateRow(Base):
+    """Singleton row (id=1): up to when capacity was accrued, by the last leading controller.
+    A controller that starts long after it records the span between as a gap."""
+
+    __tablename__ = "accounting_state"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    accrued_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class AccountingGapRow(Base):
+    """A span when no controller was accruing: reports show it as missing data, never zero."""
+
+    __tablename__ = "accounting_gaps"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    start: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    end: Mapped[datetime] = mapped_column(UTCDateTime)
+    reason: Mapped[str] = mapped_column(String(200), default="")
