@@ -36,6 +36,9 @@ FORBIDDEN = {
     },
     "backends": {"scheduler", "server", "state", "controller", "auth"},
     "client": {"server", "state", "controller", "scheduler", "backends", "auth", "spec"},
+    # pricing, periods, reports and budget rules are pure: the ledger is read by state/.
+    "accounting": {"state", "backends", "controller", "server", "client", "cli", "auth"},
+    "spec": {"accounting", "state", "controller", "server", "client", "cli"},
 }
 # The CLI's user commands speak to the server through the SDK only; operator commands
 # (server, token, config; db; doctor) work on the local store and simulate runs the simulator
@@ -95,7 +98,7 @@ def test_scheduler_and_core_read_no_clock_or_environment() -> None:
     assert hits == []
 
 
-# The store layer (issue 11): SQL lives in gpupool.state only, behind its repositories. Other
+# The store layer: SQL lives in gpupool.state only, behind its repositories. Other
 # packages get Session, SessionFactory, Engine and IntegrityError from gpupool.state.db.
 STORE_LIBRARIES = {"sqlalchemy", "alembic"}
 

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gpupool.data.roots import RootProblem, parse_root
+from gpupool.spec.currencies import ISO_4217
 from gpupool.spec.models import NAME_PATTERN, ClusterConfig, Quota
 from gpupool.spec.problems import Finding, format_path, unknown_name_hint
 from gpupool.spec.schema_errors import NAME_RULE
@@ -237,6 +239,25 @@ def check_storage(config: ClusterConfig) -> Iterator[Finding]:
             yield Finding(at, str(exc), hint)
 
 
+def check_accounting(config: ClusterConfig) -> Iterator[Finding]:
+    """The currency is an ISO 4217 code and the timezone an IANA zone this machine knows."""
+    accounting = config.accounting
+    if accounting.currency not in ISO_4217:
+        yield Finding(
+            ("accounting", "currency"),
+            f"unknown currency {accounting.currency!r}",
+            "use an ISO 4217 code in capitals, such as USD, EUR or GBP",
+        )
+    try:
+        ZoneInfo(accounting.timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        yield Finding(
+            ("accounting", "timezone"),
+            f"unknown timezone {accounting.timezone!r}",
+            "use an IANA zone name such as UTC, Europe/Paris or America/New_York",
+        )
+
+
 def check_team_gids(config: ClusterConfig) -> Iterator[Finding]:
     """A team gid owns the team's ``shared/``: two teams with one gid would share it."""
     owner: dict[int, str] = {}
@@ -261,4 +282,5 @@ CHECKS: tuple[Check, ...] = (
     check_team_gids,
     check_scheduler,
     check_storage,
+    check_accounting,
 )

@@ -48,6 +48,11 @@ class Pool(_Strict):
     autoscale: Autoscale = Autoscale()
     dedicated_to: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
+    price_per_gpu_hour: float | None = Field(
+        default=None,
+        ge=0,
+        description="Overrides the gpu type's price (dedicated or spot) for this pool's GPUs.",
+    )
     data_access: Literal["pool-identity", "grant"] = Field(
         default="pool-identity",
         description="grant: each attempt gets short-lived URLs scoped to its inputs and "
@@ -175,6 +180,29 @@ class SchedulerSettings(_Strict):
     )
 
 
+class Accounting(_Strict):
+    """How usage is priced and cut into periods (C2). Prices live on the gpu types."""
+
+    currency: str = Field(default="USD", description="ISO 4217 code of every price.")
+    timezone: str = Field(default="UTC", description="IANA zone in which days and months start.")
+    week_start: Literal[
+        "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"
+    ] = "monday"
+    fiscal_year_start: int = Field(default=1, ge=1, le=12, description="Month (1-12).")
+    idle_cost: Literal["unshared", "proportional", "even"] = Field(
+        default="unshared",
+        description="A pool's idle GPU cost: left on its own row, spread over teams by their "
+        "use of the pool, or split evenly over the teams that have quota of its gpu type.",
+    )
+    accrual_interval_s: float = Field(
+        default=60.0,
+        ge=1,
+        le=3600,
+        description="How often the controller adds running attempts' time to the ledger; "
+        "reports always include running attempts up to now.",
+    )
+
+
 class ClusterConfig(_Strict):
     gpu_types: dict[str, GpuType]
     pools: list[Pool] = Field(default_factory=list)
@@ -186,6 +214,7 @@ class ClusterConfig(_Strict):
     users: dict[str, User] = Field(default_factory=dict)
     scheduler: SchedulerSettings = SchedulerSettings()
     storage: Storage = Storage()
+    accounting: Accounting = Accounting()
 
     def default_priority_class(self, team: str | None = None) -> str:
         """The class a job gets when it names none: the team's, else the global default."""

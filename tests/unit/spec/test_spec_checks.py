@@ -366,6 +366,34 @@ CASES = [
         ),
         id="team name that is not a DNS label",
     ),
+    pytest.param(
+        Case(
+            {
+                "accounting": """
+                    accounting:
+                      currency: usd  # <-
+                """
+            },
+            path="accounting.currency",
+            message="unknown currency 'usd'",
+            hint="ISO 4217 code in capitals",
+        ),
+        id="currency that is not an ISO 4217 code",
+    ),
+    pytest.param(
+        Case(
+            {
+                "accounting": """
+                    accounting:
+                      timezone: Mars/Olympus  # <-
+                """
+            },
+            path="accounting.timezone",
+            message="unknown timezone 'Mars/Olympus'",
+            hint="IANA zone name",
+        ),
+        id="timezone that no zone database has",
+    ),
 ]
 
 
