@@ -43,6 +43,7 @@ from gpupool.server.views import job_out
 from gpupool.spec.models import ClusterConfig
 from gpupool.state import jobs, queue
 from gpupool.state.db import IntegrityError, Session, SessionFactory
+from gpupool.state.group_commit import GroupCommit
 from gpupool.state.models import AttemptRow, JobRow
 
 MAX_PAGE = 500
@@ -65,6 +66,7 @@ class JobService:
         self._clock = clock
         self._wake = wake
         self._limits = limits
+        self._group = GroupCommit(sessions)
 
     # -- submit ---------------------------------------------------------------------------
 
@@ -90,14 +92,15 @@ class JobService:
             idempotency_key=checked.key,
             idempotency_digest=None if checked.key is None else checked.digest,
         )
+
+        def write(session: Session) -> None:
+            jobs.add(session, row)
+            jobs.add_event(session, job_id, row.submitted_at, "submitted", f"by {principal.user}")
+            if audit is not None:
+                audit(session, job_id, checked.team)
+
         try:
-            with self._sessions.begin() as session:
-                jobs.add(session, row)
-                jobs.add_event(
-                    session, job_id, row.submitted_at, "submitted", f"by {principal.user}"
-                )
-                if audit is not None:
-                    audit(session, job_id, checked.team)
+            self._group.run(write)  # one commit for the submits that arrive together
         except IntegrityError:
             # A concurrent request with the same key won the race: return its job.
             if checked.key is not None:
