@@ -120,13 +120,25 @@ def _lookup(session: Session, token_id: str) -> TokenRow | None:
     return row
 
 
-def revoke_token(session: Session, token_id: str, now: datetime) -> None:
+def token_id_of(given: str) -> str:
+    """The id in what a user has at hand: the bare id, ``gpt_<id>`` or the whole token
+    ``gpt_<id>_<secret>`` as ``token create`` printed it (the secret is not needed)."""
+    parts = given.strip().split("_", 2)
+    if parts[0] == PREFIX and len(parts) >= 2:
+        return parts[1]
+    return given.strip()
+
+
+def revoke_token(session: Session, token: str, now: datetime) -> str:
+    """Revoke the token that ``token`` names (see :func:`token_id_of`); returns its id."""
+    token_id = token_id_of(token)
     row = tokens.get(session, token_id)
     if row is None:
         raise NotFound(f"no token with id {token_id!r}")
     if row.revoked_at is None:
         row.revoked_at = now
     _cache.pop(token_id, None)  # this process refuses it from now on
+    return token_id
 
 
 def has_tokens(session: Session) -> bool:

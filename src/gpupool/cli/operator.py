@@ -133,7 +133,12 @@ def token_create(
 
 @token_app.command("revoke")
 def token_revoke(
-    token_id: Annotated[str, typer.Argument(help="The id part of the token (gpt_<id>_...).")],
+    token: Annotated[
+        str,
+        typer.Argument(
+            metavar="TOKEN", help="The token as printed (gpt_<id>_<secret>), or its id alone."
+        ),
+    ],
     home: HomeOption = None,
 ) -> None:
     """Revoke a token at once."""
@@ -149,7 +154,7 @@ def token_revoke(
         ensure_schema(engine)
         with session_factory(engine).begin() as session:
             now = SystemClock().now()
-            revoke_token(session, token_id, now)
+            token_id = revoke_token(session, token, now)
             record(session, AuditEntry(now, operator_actor(), "token.revoke", OK, token_id))
     except NotFound as exc:
         raise _fail(exc.message, 3) from None

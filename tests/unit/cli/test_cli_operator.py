@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,29 @@ def test_token_create_prints_a_token_and_stores_only_its_hash(home_with_config: 
     engine.dispose()
     revoked = runner.invoke(app, ["token", "revoke", row.id, "--home", str(home_with_config)])
     assert revoked.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        pytest.param(lambda token: token, id="the token as printed"),
+        pytest.param(lambda token: "_".join(token.split("_")[:2]), id="gpt_<id>"),
+        pytest.param(lambda token: token.split("_")[1], id="the bare id"),
+    ],
+)
+def test_token_revoke_takes_the_token_in_any_form_it_was_shown(
+    home_with_config: Path, form: Callable[[str], str]
+) -> None:
+    created = runner.invoke(app, ["token", "create", "alice", "--home", str(home_with_config)])
+    token = created.output.strip()
+    revoked = runner.invoke(app, ["token", "revoke", form(token), "--home", str(home_with_config)])
+    assert revoked.exit_code == 0, revoked.output
+    token_id, secret = token.split("_")[1], token.split("_", 2)[2]
+    assert revoked.output.strip() == f"revoked {token_id}" and secret not in revoked.output
+    engine = make_engine(sqlite_url(home_with_config))
+    with session_factory(engine)() as session:
+        assert session.get(TokenRow, token_id).revoked_at is not None  # type: ignore[union-attr]
+    engine.dispose()
 
 
 def test_token_create_for_an_unknown_user_fails(home_with_config: Path) -> None:
