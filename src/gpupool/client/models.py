@@ -162,6 +162,8 @@ class Pool(ReadModel):
     gpus_total: int = 0
     gpus_allocated: int = 0
     dedicated_to: str | None = None
+    available: bool = True  # False while its backend is unreachable or refuses the pool
+    message: str = ""  # why it is unavailable
 
 
 class WhoAmI(ReadModel):
