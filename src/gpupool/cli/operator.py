@@ -43,6 +43,26 @@ def _settings(**overrides: object) -> Settings:
         raise _fail(exc.message) from None
 
 
+def _require_store(settings: Settings) -> None:
+    """Refuse, rather than create, a store that is not there: an operator command run from
+    another directory must not start a new, empty gpupool beside the real one."""
+    from gpupool.state.health import inspect_store
+    from gpupool.state.schema import SchemaVerdict
+
+    store = inspect_store(settings.database_url)
+    fresh = store.schema is not None and store.schema.verdict is SchemaVerdict.FRESH
+    if store.error is None and not fresh:
+        return
+    where = f"no gpupool store at {store.file or store.url}"
+    if store.error is not None and store.file is None:
+        where = f"the store at {store.url} cannot be read ({store.error})"
+    raise _fail(
+        f"{where}. Operator commands use the server's store: GPUPOOL_DATABASE_URL, else "
+        f"$GPUPOOL_HOME/gpupool.db (GPUPOOL_HOME is now {settings.home.absolute()}; default "
+        "./.gpupool). Run this where the server runs, or pass --home or set GPUPOOL_HOME."
+    )
+
+
 def server(
     config: ConfigOption = None,
     host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
@@ -112,6 +132,7 @@ def token_create(
     from gpupool.state.db import make_engine, session_factory
 
     settings = _settings(home=home)
+    _require_store(settings)
     try:
         config = resolve_config(settings, None)
     except ConfigInvalid as exc:
@@ -149,7 +170,9 @@ def token_revoke(
     from gpupool.state.db import make_engine, session_factory
     from gpupool.state.schema import ensure_schema
 
-    engine = make_engine(_settings(home=home).database_url)
+    settings = _settings(home=home)
+    _require_store(settings)
+    engine = make_engine(settings.database_url)
     try:
         ensure_schema(engine)
         with session_factory(engine).begin() as session:

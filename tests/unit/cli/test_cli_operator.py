@@ -89,6 +89,18 @@ def test_token_revoke_takes_the_token_in_any_form_it_was_shown(
     engine.dispose()
 
 
+@pytest.mark.parametrize("command", [["token", "create", "alice"], ["token", "revoke", "gpt_x"]])
+def test_token_commands_refuse_a_home_without_a_store_and_create_none(
+    tmp_path: Path, command: list[str]
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    done = runner.invoke(app, [*command, "--home", str(elsewhere)])
+    assert done.exit_code == 5
+    assert f"no gpupool store at {elsewhere / 'gpupool.db'}" in done.output
+    assert "pass --home or set GPUPOOL_HOME" in done.output
+    assert not (elsewhere / "gpupool.db").exists()
+
+
 def test_token_create_for_an_unknown_user_fails(home_with_config: Path) -> None:
     done = runner.invoke(app, ["token", "create", "mallory", "--home", str(home_with_config)])
     assert done.exit_code == 5 and "unknown user" in done.output
