@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,6 +43,23 @@ def test_server_refuses_a_bad_config_and_writes_nothing(tmp_path: Path) -> None:
     assert done.exit_code == 5
     assert "teams.team-a.cohort" in done.output
     assert not (home / "gpupool.db").exists()  # the store was never opened
+
+
+def test_server_refuses_a_taken_port_before_opening_the_store(
+    tmp_path: Path, demo_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        home = tmp_path / "home"
+        done = runner.invoke(
+            app, ["server", "--config", str(demo_path), "--home", str(home), "--port", str(port)]
+        )
+    assert done.exit_code == 5, done.output
+    assert f"127.0.0.1:{port} is in use" in done.output and "--port" in done.output
+    assert "listening on" not in done.output
+    assert not (home / "gpupool.db").exists()  # nothing was started on it
 
 
 @pytest.fixture
