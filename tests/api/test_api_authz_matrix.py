@@ -66,6 +66,10 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("GET", "/docs"): Expect(PUBLIC),
     ("GET", "/docs/oauth2-redirect"): Expect(PUBLIC),
     ("GET", "/redoc"): Expect(PUBLIC),
+    ("GET", "/docs/swagger-ui-bundle.js"): Expect(PUBLIC),
+    ("GET", "/docs/swagger-ui.css"): Expect(PUBLIC),
+    ("GET", "/docs/redoc.standalone.js"): Expect(PUBLIC),
+    ("GET", "/docs/favicon.png"): Expect(PUBLIC),
     ("GET", "/healthz"): Expect(PUBLIC),
     ("GET", "/readyz"): Expect(PUBLIC),
     ("POST", "/v1/jobs"): Expect(
