@@ -11,10 +11,14 @@ fields listed, so the CLI does not duplicate them.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from datetime import datetime
 from functools import partial
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
@@ -24,6 +28,9 @@ from gpupool.client.models import Job, JobArray, Page
 from gpupool.core.arrays import is_array_id
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+QuietFlag = Annotated[
+    bool, typer.Option("--quiet", "-q", help="Print only ids, one per line (for scripts).")
+]
 JobId = Annotated[str, typer.Argument(help="Job id.", show_default=False)]
 
 JOB_COLUMNS = ("id", "name", "team", "user", "status", "gpus", "pool", "age")
@@ -84,6 +91,7 @@ def submit(
         ),
     ] = None,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Submit a job: gpupool submit --gpus 2 --gpu-type h100 -- python train.py"""
     with client(ctx) as sdk:
@@ -108,6 +116,8 @@ def submit(
         )
     if as_json:
         output.print_json(job)
+    elif quiet:
+        typer.echo(job.id)
     elif isinstance(job, JobArray):
         typer.echo(
             f"{job.id} {job.count} tasks queued "
@@ -140,9 +150,25 @@ def list_jobs(
         str | None, typer.Option(help="Only the tasks of this job array (implies --expand).")
     ] = None,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Redraw the table until Ctrl-C.")
+    ] = False,
+    interval: Annotated[
+        float, typer.Option(min=0.5, help="Seconds between redraws with --watch.")
+    ] = 2.0,
 ) -> None:
     """List jobs, newest first; a job array is one line with its tasks per status."""
+    if watch and (as_json or quiet):
+        raise typer.BadParameter("--watch draws a table: drop --json and --quiet")
     group = not expand and array is None
+    if watch:
+        _watch(
+            ctx,
+            interval,
+            lambda sdk: sdk.jobs(team=team, status=status, limit=limit, group=group, array=array),
+        )
+        return
     with client(ctx) as sdk:
         page = sdk.jobs(team=team, status=status, limit=limit, group=group, array=array)
         items, arrays = list(page.items), dict(page.arrays)
@@ -161,10 +187,33 @@ def list_jobs(
     if as_json:
         output.print_json(page)
         return
-    rows = [_job_row(j, page.arrays) for j in page.items]
-    output.stdout().print(output.table(JOB_COLUMNS, rows))
+    if quiet:
+        for item in page.items:
+            typer.echo(item.array_id if group and item.array_id else item.id)
+        return
+    output.stdout().print(_jobs_table(page))
     if page.next_cursor:
         output.stderr().print(f"(more than {limit} jobs: use --all or a larger --limit)")
+
+
+def _jobs_table(page: Page) -> Table:
+    return output.table(JOB_COLUMNS, [_job_row(j, page.arrays) for j in page.items])
+
+
+def _watch(ctx: typer.Context, interval: float, fetch: Callable[[Any], Page]) -> None:
+    """Redraw the first page of jobs every ``interval`` seconds until Ctrl-C."""
+    with client(ctx) as sdk, Live(console=output.stdout(), auto_refresh=False) as live:
+        try:
+            while True:
+                page = fetch(sdk)
+                stamp = datetime.now().strftime("%H:%M:%S")
+                caption = f"{stamp}, every {interval:g} s; Ctrl-C to stop"
+                table = _jobs_table(page)
+                table.caption = caption
+                live.update(table, refresh=True)
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            return
 
 
 def _job_row(job: Job, arrays: dict[str, dict[str, int]]) -> tuple[object, ...]:

@@ -101,3 +101,12 @@ def test_missing_command_is_a_usage_error(api: FakeApi, runner: CliRunner) -> No
 
     assert result.exit_code == 2
     assert api.requests == []
+
+
+def test_submit_quiet_prints_only_the_id(api: FakeApi, runner: CliRunner) -> None:
+    api.add("POST", "/v1/jobs", json=job_json(id="j-42", status="queued"), status=201)
+
+    result = runner.invoke(app, ["submit", "-q", "--team", "team-a", "--", "true"])
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "j-42\n"
