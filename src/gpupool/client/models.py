@@ -13,8 +13,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+# "cancelling": the job was asked to stop and has its grace period to do so (it is still
+# admitted or running on its backend until its attempt ends).
 JobStatus = Literal[
-    "queued", "admitted", "running", "succeeded", "failed", "cancelled", "preempted", "lost"
+    "queued",
+    "admitted",
+    "running",
+    "cancelling",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "preempted",
+    "lost",
 ]
 # Terminal states: the job will not run again (a lost attempt is requeued).
 FINISHED_STATUSES = frozenset({"succeeded", "failed", "cancelled"})

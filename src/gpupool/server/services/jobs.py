@@ -21,7 +21,7 @@ from gpupool.config import ServerLimits
 from gpupool.controller.clock import Clock
 from gpupool.core.arrays import parse_array, task_id
 from gpupool.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
-from gpupool.core.jobs import ACTIVE, TERMINAL, JobStatus
+from gpupool.core.jobs import ACTIVE, SHOWN_STATUSES, TERMINAL, JobStatus, shown_status
 from gpupool.server.cursors import decode_job_cursor, encode_job_cursor
 from gpupool.server.schemas import (
     ArrayOut,
@@ -300,8 +300,8 @@ class JobService:
             teams = [team]
         else:
             teams = principal.readable_teams(sorted(config.teams))
-        if status is not None and status not in {s.value for s in JobStatus}:
-            known = ", ".join(s.value for s in JobStatus)
+        if status is not None and status not in SHOWN_STATUSES:
+            known = ", ".join(SHOWN_STATUSES)
             raise InvalidRequest(
                 "unknown status", [{"field": "status", "message": f"use one of: {known}"}]
             )
@@ -440,7 +440,7 @@ def _array_out(session: Session, first: JobRow) -> ArrayOut:
 def _why_summary(row: JobRow, reasons: Sequence[ReasonOut]) -> str:
     if row.status != JobStatus.QUEUED:
         where = f" on {row.pool}" if row.pool else ""
-        return f"job is {row.status}{where}; it is not waiting"
+        return f"job is {shown_status(row.status, row.cancel_requested)}{where}; it is not waiting"
     if not reasons:
         return "job is queued and has not been considered by the scheduler yet"
     return "waiting: " + "; ".join(f"{r.gpu_type}: {r.message}" for r in reasons)
