@@ -176,6 +176,21 @@ class Pool(ReadModel):
     message: str = ""  # why it is unavailable
 
 
+class ApiToken(ReadModel):
+    """One of a user's API tokens (never its secret)."""
+
+    id: str
+    user: str
+    description: str = ""
+    created_at: datetime
+    expires_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
+class NewApiToken(ApiToken):
+    token: str  # the bearer token, shown this once
+
+
 class WhoAmI(ReadModel):
     user: str
     platform_admin: bool = False
