@@ -84,6 +84,7 @@ class Runtime:
             self.clock,
             self.controller.wake,
             limits=self.settings.limits,
+            pool_health=self.controller.backoff.health,
         )
         self.tokens = TokenService(self.sessions, self.clock)
         self.teams = TeamService(self.sessions, self.current_config, self.controller.backoff.health)
