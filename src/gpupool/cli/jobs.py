@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from functools import partial
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -24,6 +25,7 @@ from rich.table import Table
 
 from gpupool.cli import output
 from gpupool.cli.context import client
+from gpupool.cli.spec_file import load_spec, with_flags
 from gpupool.client.models import Job, JobArray, Page
 from gpupool.core.arrays import is_array_id
 
@@ -39,11 +41,11 @@ JOB_COLUMNS = ("id", "name", "team", "user", "status", "gpus", "pool", "age")
 def submit(
     ctx: typer.Context,
     command: Annotated[
-        list[str],
+        list[str] | None,
         typer.Argument(
             help="The command to run; put it after `--`.", metavar="CMD", show_default=False
         ),
-    ],
+    ] = None,
     team: Annotated[
         str | None, typer.Option(help="Team (optional if you are in one team).")
     ] = None,
@@ -90,10 +92,35 @@ def submit(
             "task sees GPUPOOL_ARRAY_JOB_ID and GPUPOOL_ARRAY_INDEX.",
         ),
     ] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file",
+            "-f",
+            help="A job spec (YAML or JSON) with the API's submit fields; flags given here "
+            "override its fields.",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
     quiet: QuietFlag = False,
 ) -> None:
     """Submit a job: gpupool submit --gpus 2 --gpu-type h100 -- python train.py"""
+    if file is not None:
+        given = {
+            name: value
+            for name, value in ctx.params.items()
+            if name not in ("file", "as_json", "quiet", "idempotency_key")
+            and _from_command_line(ctx, name)
+        }
+        if "env" in given:
+            given["env"] = parse_env(given["env"])
+        body = with_flags(load_spec(file), given)
+        with client(ctx) as sdk:
+            job: Job | JobArray = sdk.submit_spec(body, idempotency_key=idempotency_key)
+        _print_submitted(job, as_json, quiet)
+        return
+    if not command:
+        raise typer.BadParameter("give the command after `--`, or a job spec with --file")
     with client(ctx) as sdk:
         submit_call = sdk.submit if array is None else partial(sdk.submit_array, array)
         job = submit_call(
@@ -114,6 +141,16 @@ def submit(
             outputs=output_,
             idempotency_key=idempotency_key,
         )
+    _print_submitted(job, as_json, quiet)
+
+
+def _from_command_line(ctx: typer.Context, name: str) -> bool:
+    # By the enum's name: Typer may carry its own copy of click's ParameterSource.
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def _print_submitted(job: Job | JobArray, as_json: bool, quiet: bool) -> None:
     if as_json:
         output.print_json(job)
     elif quiet:

@@ -12,7 +12,7 @@ escape. Tests (and anyone embedding the SDK) pass ``transport=`` — e.g. ``http
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, Self
 from urllib.parse import quote
@@ -121,6 +121,18 @@ class Client:
         return Job.model_validate(
             self._request("POST", f"{wire.API}/jobs", json=body, headers=headers)
         )
+
+    def submit_spec(
+        self, spec: Mapping[str, Any], idempotency_key: str | None = None
+    ) -> Job | JobArray:
+        """Submit a job written as the API's submit body (e.g. loaded from a job spec file);
+        with an ``array`` field, a job array. The server names any field it refuses."""
+        headers = wire.submit_headers(idempotency_key)
+        if spec.get("array") is not None:
+            answer = self._request("POST", f"{wire.API}/arrays", json=dict(spec), headers=headers)
+            return JobArray.model_validate(answer)
+        answer = self._request("POST", f"{wire.API}/jobs", json=dict(spec), headers=headers)
+        return Job.model_validate(answer)
 
     def submit_array(self, array: str, command: list[str], **options: Any) -> JobArray:
         """Submit a job array: one job per index of ``array`` (``0-999``, ``0-9:2``, ``1,3,5``),
