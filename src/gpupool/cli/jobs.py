@@ -23,7 +23,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from gpupool.cli import output
+from gpupool.cli import completion, output
 from gpupool.cli.context import client
 from gpupool.cli.spec_file import load_spec, with_flags
 from gpupool.client.models import Job, JobArray, Page
@@ -33,7 +33,9 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable J
 QuietFlag = Annotated[
     bool, typer.Option("--quiet", "-q", help="Print only ids, one per line (for scripts).")
 ]
-JobId = Annotated[str, typer.Argument(help="Job id.", show_default=False)]
+JobId = Annotated[
+    str, typer.Argument(help="Job id.", show_default=False, autocompletion=completion.job_ids)
+]
 
 JOB_COLUMNS = ("id", "name", "team", "user", "status", "gpus", "pool", "age")
 
@@ -47,12 +49,19 @@ def submit(
         ),
     ] = None,
     team: Annotated[
-        str | None, typer.Option(help="Team (optional if you are in one team).")
+        str | None,
+        typer.Option(
+            help="Team (optional if you are in one team).", autocompletion=completion.teams
+        ),
     ] = None,
     gpus: Annotated[int, typer.Option(min=0, help="GPUs per node.")] = 1,
     gpu_type: Annotated[
         list[str] | None,
-        typer.Option("--gpu-type", help="Acceptable gpu type; repeat in order of preference."),
+        typer.Option(
+            "--gpu-type",
+            help="Acceptable gpu type; repeat in order of preference.",
+            autocompletion=completion.gpu_types,
+        ),
     ] = None,
     nodes: Annotated[int, typer.Option(min=1, help="Number of nodes.")] = 1,
     cpus: Annotated[float | None, typer.Option(help="CPUs per node.")] = None,
@@ -176,7 +185,9 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
 
 def list_jobs(
     ctx: typer.Context,
-    team: Annotated[str | None, typer.Option(help="Only this team's jobs.")] = None,
+    team: Annotated[
+        str | None, typer.Option(help="Only this team's jobs.", autocompletion=completion.teams)
+    ] = None,
     status: Annotated[str | None, typer.Option(help="Only jobs in this status.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="Jobs per page.")] = 50,
     all_pages: Annotated[bool, typer.Option("--all", help="Follow cursors to list all.")] = False,
@@ -346,6 +357,7 @@ def cancel(
         typer.Argument(
             help="Job id; an array id cancels every task, <array id>_<index> one task.",
             show_default=False,
+            autocompletion=completion.job_ids,
         ),
     ],
     as_json: JsonFlag = False,
