@@ -98,6 +98,8 @@ def test_outage_while_running_keeps_the_job(api: Api, flaky: Flaky, open_dir: Pa
         resources={"gpus": 1, "gpu_types": ["h100"]},
     )["id"]
     api.tick_until(lambda: api.status(job) == "running", what="running")
+    # A poll already under way (it may wait up to poll_wait_s for news) would see the end.
+    api.runtime.controller.wait_backend_calls()
     flaky.down = True
     release.touch()
     for _ in range(10):
