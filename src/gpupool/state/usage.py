@@ -15,7 +15,8 @@ Invariants (times in whole milliseconds, ``gpupool.accounting.hours``):
   :func:`close_attempt` add ``[accrued_until, until)`` to the hours and to the row, and move
   ``accrued_until`` to ``until``, in the caller's one transaction. A crash before its commit
   leaves neither; after it, both: no span is counted twice or lost. The rows being moved are
-  read ``FOR UPDATE`` (PostgreSQL), so a close and an accrual of one row never interleave.
+  locked first (``FOR UPDATE`` on PostgreSQL; SQLite has one writer at a time), so a close
+  and an accrual of one row never interleave.
 * Capacity is accrued from ``accounting_state.accrued_until`` to now by
   :func:`accrue_capacity`; when that is older than the caller's threshold (no controller was
   accruing: all stopped, or a takeover came late), the span becomes an ``accounting_gaps``
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import BigInteger, Table, bindparam, select, update
+from sqlalchemy import BigInteger, Table, and_, bindparam, func, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -59,7 +60,6 @@ _USAGE: Table = UsageRow.__table__  # type: ignore[assignment]
 _HOURS: Table = UsageHourRow.__table__  # type: ignore[assignment]
 _CAPACITY: Table = CapacityHourRow.__table__  # type: ignore[assignment]
 _HOUR_KEY = ("hour", "team", "user", "gpu_type", "pool", "priority_class", "node_type")
-_ROWS_PER_INSERT = 500  # rows per multi-row upsert: well under SQLite's bound parameters
 # What accrual reads of an open row: the key of its hours and what it adds to them.
 _OPEN_COLUMNS = (
     _USAGE.c.attempt_id,
@@ -158,7 +158,7 @@ def close_attempt(session: Session, attempt_id: int, at: datetime, outcome: str)
         return False
     end = max(at, row.accrued_until)
     _add_hours(session, _hours_of([row], end))
-    ms = epoch_ms(end) - epoch_ms(row.accrued_until)
+    ms = literal(epoch_ms(end) - epoch_ms(row.accrued_until), BigInteger())  # int4 x int4 overflows
     session.execute(
         update(_USAGE)
         .where(_USAGE.c.attempt_id == attempt_id)
@@ -175,18 +175,30 @@ def close_attempt(session: Session, attempt_id: int, at: datetime, outcome: str)
 
 def accrue(session: Session, now: datetime) -> int:
     """Add every open row's time from its ``accrued_until`` to ``now`` to the hours and to
-    the row; how many rows moved. Four statements however many rows: read them, one upsert
-    of the hours (per 500 hours), and one update per distinct ``accrued_until`` (all rows
-    accrued together share one; only those opened since the last accrual differ)."""
-    rows = session.execute(
-        select(*_OPEN_COLUMNS)
-        .where(_USAGE.c.ended_at.is_(None), _USAGE.c.accrued_until < now)
-        .with_for_update()
+    the row; how many rows moved. A few statements however many rows: the rows summed per
+    hour key and ``accrued_until`` (on PostgreSQL after locking them), one upsert of the
+    hours, and one update executed per distinct ``accrued_until`` (all rows accrued together
+    share one; only those opened since the last accrual differ)."""
+    moving = and_(_USAGE.c.ended_at.is_(None), _USAGE.c.accrued_until < now)
+    if session.get_bind().dialect.name == "postgresql":  # SQLite has one writer at a time
+        locked = select(_USAGE.c.attempt_id).where(moving).with_for_update().subquery()
+        session.execute(select(func.count()).select_from(locked))
+    key = [_USAGE.c[name] for name in _HOUR_KEY[1:]]
+    groups = session.execute(
+        select(
+            *key,
+            _USAGE.c.accrued_until,
+            func.sum(_USAGE.c.gpus).label("gpus"),
+            func.sum(_USAGE.c.borrowed).label("borrowed"),
+            func.count().label("rows"),
+        )
+        .where(moving)
+        .group_by(*key, _USAGE.c.accrued_until)
     ).all()
-    if not rows:
+    if not groups:
         return 0
-    _add_hours(session, _hours_of(rows, now))
-    since = sorted({row.accrued_until for row in rows})
+    _add_hours(session, _hours_of(groups, now))
+    since = sorted({group.accrued_until for group in groups})
     ms = bindparam("span_ms", type_=BigInteger())
     session.execute(
         update(_USAGE)
@@ -201,15 +213,20 @@ def accrue(session: Session, now: datetime) -> int:
         ),
         [{"since": t, "span_ms": epoch_ms(now) - epoch_ms(t), "until": now} for t in since],
     )
-    return len(rows)
+    return sum(group.rows for group in groups)
 
 
 def _hours_of(rows: Iterable[Any], until: datetime) -> dict[tuple[Any, ...], list[int]]:
-    """Per hour key, ``[gpu_ms, borrowed_gpu_ms]`` that ``rows`` add up to ``until``."""
+    """Per hour key, ``[gpu_ms, borrowed_gpu_ms]`` that ``rows`` (usage rows, or their sums
+    per key and ``accrued_until``) add up to ``until``; each distinct start is cut once."""
+    cuts: dict[datetime, list[tuple[datetime, int]]] = {}
     hours: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0, 0])
     for row in rows:
         key = (row.team, row.user, row.gpu_type, row.pool, row.priority_class, row.node_type)
-        for hour, ms in split_hours(row.accrued_until, until):
+        pieces = cuts.get(row.accrued_until)
+        if pieces is None:
+            pieces = cuts[row.accrued_until] = split_hours(row.accrued_until, until)
+        for hour, ms in pieces:
             added = hours[(hour, *key)]
             added[0] += row.gpus * ms
             added[1] += row.borrowed * ms
@@ -291,9 +308,13 @@ def _upsert_adding(
     replace: Sequence[str] = (),
 ) -> None:
     """Insert ``rows`` (distinct keys); where a key exists, add the ``add`` columns to it
-    and overwrite the ``replace`` ones. One multi-row statement per ``_ROWS_PER_INSERT``."""
-    for start in range(0, len(rows), _ROWS_PER_INSERT):
-        statement = _insert(session, table).values(list(rows[start : start + _ROWS_PER_INSERT]))
-        changes = {name: table.c[name] + statement.excluded[name] for name in add}
-        changes.update({name: statement.excluded[name] for name in replace})
-        session.execute(statement.on_conflict_do_update(index_elements=list(key), set_=changes))
+    and overwrite the ``replace`` ones. One statement, compiled once and cached, executed
+    for all rows (SQLAlchemy sends them as multi-row VALUES pages where the driver can)."""
+    if not rows:
+        return
+    statement = _insert(session, table)
+    changes = {name: table.c[name] + statement.excluded[name] for name in add}
+    changes.update({name: statement.excluded[name] for name in replace})
+    session.execute(
+        statement.on_conflict_do_update(index_elements=list(key), set_=changes), list(rows)
+    )

@@ -190,6 +190,16 @@ def test_a_row_accrued_past_its_end_ends_where_it_was_accrued_to(ledger: Session
     assert found.gpu_ms == 4 * MS_HOUR
 
 
+def test_totals_past_32_bits_are_exact(ledger: SessionFactory) -> None:
+    open_row(ledger, 1, T0, gpus=64, borrowed=64)
+    open_row(ledger, 2, T0, gpus=64)
+    with ledger.begin() as session:
+        usage.accrue(session, T0 + timedelta(days=3))
+        usage.close_attempt(session, 2, T0 + timedelta(days=6), "succeeded")
+    assert row(ledger, 1).borrowed_gpu_ms == 64 * 3 * 86_400_000 > 2**31
+    assert row(ledger, 2).gpu_ms == 64 * 6 * 86_400_000
+
+
 def test_borrowed_gpus_never_exceed_the_attempts(ledger: SessionFactory) -> None:
     open_row(ledger, 1, T0, gpus=2, borrowed=5)
     assert row(ledger, 1).borrowed == 2
@@ -331,9 +341,9 @@ def check_history(
     at = lambda us: T0 + timedelta(microseconds=us)  # noqa: E731
     timeline: list[tuple[int, int, str, int]] = []  # (time, order, what, which)
     for i, a in enumerate(attempts):
-        timeline.append((a.start_us, 1, "open", i))
+        timeline.append((a.start_us, 0, "open", i))
         if a.length_us is not None:
-            timeline.append((a.start_us + a.length_us, 0, "close", i))
+            timeline.append((a.start_us + a.length_us, 1, "close", i))
     for j, (when, what) in enumerate(events):
         timeline.append((when, 2, what, j))
     clock = Clock()
