@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import BigInteger, Table, and_, bindparam, func, literal, select, update
+from sqlalchemy import BigInteger, Table, bindparam, func, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -175,25 +175,25 @@ def close_attempt(session: Session, attempt_id: int, at: datetime, outcome: str)
 
 def accrue(session: Session, now: datetime) -> int:
     """Add every open row's time from its ``accrued_until`` to ``now`` to the hours and to
-    the row; how many rows moved. A few statements however many rows: the rows summed per
-    hour key and ``accrued_until`` (on PostgreSQL after locking them), one upsert of the
-    hours, and one update executed per distinct ``accrued_until`` (all rows accrued together
-    share one; only those opened since the last accrual differ)."""
-    moving = and_(_USAGE.c.ended_at.is_(None), _USAGE.c.accrued_until < now)
+    the row; how many rows moved. Three statements however many rows: the rows locked and
+    summed per hour key and ``accrued_until``, one upsert of the hours, and one update
+    executed per distinct ``accrued_until`` (all rows accrued together share one; only
+    those opened since the last accrual differ)."""
+    moving = select(*_OPEN_COLUMNS[1:]).where(
+        _USAGE.c.ended_at.is_(None), _USAGE.c.accrued_until < now
+    )
     if session.get_bind().dialect.name == "postgresql":  # SQLite has one writer at a time
-        locked = select(_USAGE.c.attempt_id).where(moving).with_for_update().subquery()
-        session.execute(select(func.count()).select_from(locked))
-    key = [_USAGE.c[name] for name in _HOUR_KEY[1:]]
+        moving = moving.with_for_update()  # summed are exactly the rows locked
+    rows = moving.cte("moving")
+    key = [rows.c[name] for name in _HOUR_KEY[1:]]
     groups = session.execute(
         select(
             *key,
-            _USAGE.c.accrued_until,
-            func.sum(_USAGE.c.gpus).label("gpus"),
-            func.sum(_USAGE.c.borrowed).label("borrowed"),
+            rows.c.accrued_until,
+            func.sum(rows.c.gpus).label("gpus"),
+            func.sum(rows.c.borrowed).label("borrowed"),
             func.count().label("rows"),
-        )
-        .where(moving)
-        .group_by(*key, _USAGE.c.accrued_until)
+        ).group_by(*key, rows.c.accrued_until)
     ).all()
     if not groups:
         return 0
