@@ -9,7 +9,8 @@
 * :class:`Accrual` adds running attempts' time and the pools' capacity to the hourly
   rollups every ``accounting.accrual_interval_s``, on the leading controller only, in one
   transaction fenced like its other decisions, so a deposed leader accrues nothing. It runs
-  at once in a new term, which is when a late takeover's gap is recorded.
+  at once in a new term, which is when a late takeover's gap is recorded and when running
+  attempts without a row (started before the ledger was kept) get one from their start.
 
 The gap threshold is ``accounting.gap_after_s``, by default three accrual intervals and
 30 s: a leader that merely skipped an accrual (a slow tick, a short store outage) catches
@@ -92,10 +93,14 @@ def attempt_ended(
 ) -> None:
     """Close the attempt's row at ``at`` with its (final) status as outcome; ``was``: its
     status before, to tell an attempt that ran unseen from one that never started."""
-    if was == JobStatus.ADMITTED.value:
-        if attempt.status not in _RAN:
-            return
-        attempt_started(session, config, job, attempt, at)
+    if was == JobStatus.ADMITTED.value and attempt.status not in _RAN:
+        return
+    if usage.close_attempt(session, attempt.id, at, attempt.status):
+        return
+    # No open row: it ran between two polls (nothing seen of it but its end), or it was
+    # running before the ledger was kept (counted from its start, as it held its GPUs).
+    began = at if was == JobStatus.ADMITTED.value else (attempt.started_at or at)
+    attempt_started(session, config, job, attempt, began)
     usage.close_attempt(session, attempt.id, at, attempt.status)
 
 
@@ -114,10 +119,12 @@ class Accrual:
         self._clock = clock
         self._leader = leader
         self._last = float("-inf")  # monotonic time of the last accrual
+        self._checked = False  # whether this term looked for running attempts without a row
 
     def forget(self) -> None:
         """A new term: accrue at the next chance (records a late takeover's gap at once)."""
         self._last = float("-inf")
+        self._checked = False
 
     def due(self) -> bool:
         interval = self._config().accounting.accrual_interval_s
@@ -131,14 +138,20 @@ class Accrual:
         return True
 
     def run(self) -> usage.Gap | None:
-        """Accrue now, in one transaction fenced by the lease; the gap recorded, if any."""
+        """Accrue now, in one transaction fenced by the lease; the gap recorded, if any. The
+        first accrual of a term also opens rows for running attempts that have none (they
+        started before the ledger was kept), from their start."""
         config = self._config()
         now = self._clock.now()
         with self._sessions.begin() as session:
             self._leader.fence(session)
+            if not self._checked:
+                for job, attempt in usage.running_without_row(session):
+                    attempt_started(session, config, job, attempt, attempt.started_at or now)
             usage.accrue(session, now)
             gap = usage.accrue_capacity(session, now, pool_gpus(config), gap_after(config))
         self._last = self._clock.monotonic()
+        self._checked = True
         if gap is not None:
             log.warning(
                 "usage ledger: no controller accrued from %s to %s; reports show it as missing",

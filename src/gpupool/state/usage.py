@@ -43,10 +43,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from gpupool.accounting.hours import epoch_ms, split_hours
+from gpupool.core.jobs import JobStatus
 from gpupool.state.models import (
     AccountingGapRow,
     AccountingStateRow,
+    AttemptRow,
     CapacityHourRow,
+    JobRow,
     UsageHourRow,
     UsageRow,
     UTCDateTime,
@@ -141,6 +144,23 @@ def open_attempt(
         .returning(_USAGE.c.attempt_id)
     )
     return session.execute(statement).scalar() is not None
+
+
+def running_without_row(session: Session) -> list[tuple[JobRow, AttemptRow]]:
+    """Running attempts the ledger has no row of (they started before it was kept), with
+    their jobs: one anti-join, read when a controller's term starts."""
+    return list(
+        session.execute(
+            select(JobRow, AttemptRow)
+            .join(AttemptRow, AttemptRow.job_id == JobRow.id)
+            .where(
+                AttemptRow.status == JobStatus.RUNNING.value,
+                ~select(_USAGE.c.attempt_id).where(_USAGE.c.attempt_id == AttemptRow.id).exists(),
+            )
+        )
+        .tuples()
+        .all()
+    )
 
 
 def close_attempt(session: Session, attempt_id: int, at: datetime, outcome: str) -> bool:

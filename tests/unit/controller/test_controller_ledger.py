@@ -93,9 +93,13 @@ def store(
 
 @pytest.fixture
 def sessions(store: SessionFactory) -> SessionFactory:
+    """The store with no jobs and an empty ledger."""
     with store.begin() as session:
         for table in (UsageRow, UsageHourRow, CapacityHourRow, AccountingGapRow):
             session.execute(delete(table))
+        session.execute(delete(AttemptRow))
+        session.execute(delete(JobRow))
+        session.execute(update(AccountingStateRow).values(accrued_until=None))
     return store
 
 
@@ -207,6 +211,32 @@ def test_an_attempt_never_seen_running(
     assert found.started_at == found.ended_at == attempt.finished_at and found.gpu_ms == 0
 
 
+def forget_row(sessions: SessionFactory, attempt_id: int) -> None:
+    """As if the attempt had started before the ledger was kept."""
+    with sessions.begin() as session:
+        session.execute(delete(UsageRow).where(UsageRow.attempt_id == attempt_id))
+
+
+def test_an_attempt_running_from_before_the_ledger_is_counted_from_its_start(
+    sessions: SessionFactory,
+) -> None:
+    ended = admitted(sessions, gpus=2)
+    ended_attempt = report(sessions, ended, BackendStatus(RunState.RUNNING), 0)
+    forget_row(sessions, ended_attempt.id)
+    report(sessions, ended, BackendStatus(RunState.SUCCEEDED), 30)  # its end opens and closes it
+    found = ledger_row(sessions, ended_attempt.id)
+    assert found is not None and (found.outcome, found.gpu_ms) == ("succeeded", 2 * 30 * 60_000)
+
+    running = admitted(sessions, gpus=1)
+    attempt = report(sessions, running, BackendStatus(RunState.RUNNING), 0)
+    forget_row(sessions, attempt.id)
+    clock = VirtualClock()
+    clock.t = 600.0
+    Accrual(sessions, lambda: CONFIG, clock, SoleLeader()).run()  # a term's first accrual
+    found = ledger_row(sessions, attempt.id)
+    assert found is not None and found.started_at == EPOCH and found.gpu_ms == 600_000
+
+
 def test_a_failed_status_change_leaves_no_ledger_row(sessions: SessionFactory) -> None:
     job_id = admitted(sessions)
 
@@ -265,15 +295,8 @@ def test_the_gap_threshold_defaults_to_three_intervals_and_slack() -> None:
 
 
 def test_a_run_with_a_preemption_leaves_one_exact_row_per_attempt(
-    store: SessionFactory, tmp_path: Path
+    sessions: SessionFactory, tmp_path: Path
 ) -> None:
-    sessions = store
-    with sessions.begin() as session:  # a store of its own: no jobs of other tests
-        for table in (UsageRow, UsageHourRow, CapacityHourRow, AccountingGapRow):
-            session.execute(delete(table))
-        session.execute(delete(AttemptRow))
-        session.execute(delete(JobRow))
-        session.execute(update(AccountingStateRow).values(accrued_until=None))
     clock = VirtualClock()
     clock.t = 50 * 60.0  # 00:50: the run crosses hours
     cluster = FakeCluster(clock.monotonic)
