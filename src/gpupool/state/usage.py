@@ -85,6 +85,8 @@ class PoolGpus:
 
 @dataclass(frozen=True)
 class Gap:
+    """A span no controller accrued: recorded in ``accounting_gaps``, without capacity."""
+
     start: datetime
     end: datetime
 
