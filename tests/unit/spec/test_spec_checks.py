@@ -394,6 +394,21 @@ CASES = [
         ),
         id="timezone that no zone database has",
     ),
+    pytest.param(
+        Case(
+            {
+                "accounting": """
+                    accounting:
+                      accrual_interval_s: 60
+                      gap_after_s: 30  # <-
+                """
+            },
+            path="accounting.gap_after_s",
+            message="gap_after_s (30 s) is not longer than accrual_interval_s (60 s)",
+            hint="leave it out",
+        ),
+        id="ledger gap shorter than an accrual interval",
+    ),
 ]
 
 
