@@ -9,6 +9,8 @@ Each tick (on a timer, or at once when :meth:`Controller.wake` is called):
              changed (``parking.py``), persist admissions, preemptions and changed reasons in
              one transaction (only when something changed, or every ``FULL_CYCLE_S``)
 4. dispatch  submit every admitted attempt without a handle that is not already in flight
+5. ledger    every ``accounting.accrual_interval_s``, add running attempts' time and the
+             pools' capacity to the usage ledger (``accounting.py``)
 
 The loop itself never waits on a backend: every backend call runs on the execution
 service's threads and wakes the loop when it completes. A backend that is unreachable is
@@ -46,6 +48,7 @@ from gpupool.backends.base import (
     PosixIdentity,
 )
 from gpupool.backends.errors import BackendError, BackendUnavailable
+from gpupool.controller.accounting import Accrual
 from gpupool.controller.backoff import Backoff
 from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService, SubmitResult
@@ -133,8 +136,14 @@ class Controller:
         self._capacity_calls: dict[str, Future[PoolCapacity | None]] = {}
         self._capacity_at = float("-inf")
         self._sync = BackendSync(
-            sessions, execution, clock, self.backoff, lambda: self.wake(reschedule=False)
+            sessions,
+            execution,
+            clock,
+            self.backoff,
+            lambda: self.wake(reschedule=False),
+            config,
         )
+        self.accrual = Accrual(sessions, config, clock, self.leader)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -226,6 +235,7 @@ class Controller:
             self._last_full = now
             self.last = self.schedule()
         self.dispatch()
+        self.accrual.maybe_run()
         return self.last
 
     def _leading(self) -> bool:
@@ -241,6 +251,7 @@ class Controller:
             self._nominations = ()
             self._history = None
             self._dirty = True
+            self.accrual.forget()
             with self._lock:
                 self._recorded.clear()
         return epoch is not None

@@ -267,7 +267,8 @@ def check_storage(config: ClusterConfig) -> Iterator[Finding]:
 
 
 def check_accounting(config: ClusterConfig) -> Iterator[Finding]:
-    """The currency is an ISO 4217 code and the timezone an IANA zone this machine knows."""
+    """The currency is an ISO 4217 code, the timezone an IANA zone this machine knows, and a
+    ledger gap is longer than an accrual interval."""
     accounting = config.accounting
     if accounting.currency not in ISO_4217:
         yield Finding(
@@ -282,6 +283,14 @@ def check_accounting(config: ClusterConfig) -> Iterator[Finding]:
             ("accounting", "timezone"),
             f"unknown timezone {accounting.timezone!r}",
             "use an IANA zone name such as UTC, Europe/Paris or America/New_York",
+        )
+    gap_after = accounting.gap_after_s
+    if gap_after is not None and gap_after <= accounting.accrual_interval_s:
+        yield Finding(
+            ("accounting", "gap_after_s"),
+            f"gap_after_s ({gap_after:g} s) is not longer than accrual_interval_s "
+            f"({accounting.accrual_interval_s:g} s): every accrual would be a gap",
+            "make it a few accrual intervals, or leave it out (3 x accrual_interval_s + 30 s)",
         )
 
 

@@ -201,6 +201,14 @@ class Accounting(_Strict):
         description="How often the controller adds running attempts' time to the ledger; "
         "reports always include running attempts up to now.",
     )
+    gap_after_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=7 * 24 * 3600,
+        description="A controller that finds the ledger last accrued longer ago than this "
+        "records the span as a gap (missing data, no capacity); default: 3 x "
+        "accrual_interval_s + 30 s.",
+    )
 
 
 class ClusterConfig(_Strict):
