@@ -47,6 +47,7 @@ from gpupool.backends.base import (
 )
 from gpupool.backends.errors import BackendError, BackendUnavailable
 from gpupool.controller.backoff import Backoff
+from gpupool.controller.budgets import BudgetWatch
 from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService, SubmitResult
 from gpupool.controller.fairshare import HORIZON_HALF_LIVES, UsageInterval, decayed_usage
@@ -135,6 +136,8 @@ class Controller:
         self._sync = BackendSync(
             sessions, execution, clock, self.backoff, lambda: self.wake(reschedule=False)
         )
+        # Used-up budgets the cycle enforces, evaluated every few seconds (budgets.py).
+        self.budgets = BudgetWatch(sessions, clock, lambda session: self.leader.fence(session))
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -220,6 +223,8 @@ class Controller:
         self.sync()
         self.send_cancels()
         self.refresh_capacity()
+        if self.budgets.refresh(self._config()):
+            self._dirty = True  # a team's budget began or stopped holding it back
         now = self._clock.monotonic()
         if self._dirty or now - self._last_full >= FULL_CYCLE_S or self._store_changed():
             self._dirty = False  # before the cycle: a wake during it schedules again
@@ -240,6 +245,7 @@ class Controller:
             self._parking = Parking()
             self._nominations = ()
             self._history = None
+            self.budgets.forget()
             self._dirty = True
             with self._lock:
                 self._recorded.clear()
@@ -312,6 +318,8 @@ class Controller:
         )
         if self._nominations:
             snapshot = dataclasses.replace(snapshot, nominations=self._nominations)
+        if self.budgets.blocks:
+            snapshot = dataclasses.replace(snapshot, budgets=self.budgets.blocks)
         started = self._clock.monotonic()
         result = self._parking.cycle(snapshot, policy_for(config), self.queue.groups())
         self._nominations = result.nominations

@@ -32,6 +32,7 @@ from gpupool.server.services.audit import AuditService
 from gpupool.server.services.config import ConfigService
 from gpupool.server.services.jobs import JobService
 from gpupool.server.services.teams import TeamService
+from gpupool.server.webhooks import WebhookWorker
 from gpupool.spec.models import ClusterConfig
 from gpupool.state.db import Engine, SessionFactory, Sessions, make_engine, session_factory
 from gpupool.state.schema import ensure_schema
@@ -58,6 +59,8 @@ class Runtime:
     # Keeps ``config`` current from the store's versions (None: a fixed configuration).
     live: LiveConfig | None = None
     config_service: ConfigService = field(init=False)
+    # Sends budget alerts from the outbox; started with the controller (server.webhooks).
+    webhooks: WebhookWorker = field(init=False)
 
     def __post_init__(self) -> None:
         if self.signer is None:
@@ -89,6 +92,9 @@ class Runtime:
         self.config_service = ConfigService(
             self.sessions, self.live, self.clock, self._prepare_storage, self.controller.wake
         )
+        self.webhooks = WebhookWorker(
+            self.sessions, self.current_config, self.clock, self.controller.leader.is_leader
+        )
 
     def current_config(self) -> ClusterConfig:
         """The configuration in force; picks up a version another process applied."""
@@ -101,6 +107,7 @@ class Runtime:
 
     def close(self) -> None:
         self.controller.stop()
+        self.webhooks.stop()
         self.execution.close()
         self.engine.dispose()
 

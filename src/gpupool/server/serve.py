@@ -190,6 +190,7 @@ def _serve(
     limits = settings.limits
     if role != "api":  # an API replica leaves scheduling to the controllers
         runtime.controller.start()
+        runtime.webhooks.start()
     try:
         uvicorn.run(
             health_app(runtime) if role == "controller" else create_app(runtime),
