@@ -2,7 +2,7 @@
 
 :class:`BudgetWatch` runs from the controller's tick but evaluates at most every
 ``EVALUATE_EVERY_S`` (one read of the ledger per distinct period window, not one per tick).
-Each evaluation:
+A new configuration (a budget set or raised) is evaluated at the next tick. Each evaluation:
 
 1. reads every team's usage in the current period of each of its budgets
    (:func:`budget_states`, also what the API shows);
@@ -118,6 +118,7 @@ class BudgetWatch:
         self._fence = fence
         self._every = every_s
         self._at = float("-inf")
+        self._config: ClusterConfig | None = None  # evaluated with; a new one is read at once
         self.blocks: tuple[BudgetBlock, ...] = ()
         self.states: list[BudgetState] = []
 
@@ -126,11 +127,12 @@ class BudgetWatch:
         self._at = float("-inf")
 
     def refresh(self, config: ClusterConfig) -> bool:
-        """Evaluate when due; True when the blocks the cycle enforces changed."""
+        """Evaluate when due, or at once for a new configuration (a raised limit applies at
+        the next tick); True when the blocks the cycle enforces changed."""
         stamp = self._clock.monotonic()
-        if stamp - self._at < self._every:
+        if stamp - self._at < self._every and config is self._config:
             return False
-        self._at = stamp
+        self._at, self._config = stamp, config
         try:
             return self._evaluate(config)
         except Exception as exc:

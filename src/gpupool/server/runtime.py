@@ -29,6 +29,7 @@ from gpupool.data.storage import ensure_team_layouts
 from gpupool.server.live_config import LiveConfig
 from gpupool.server.services.artifacts import ArtifactService
 from gpupool.server.services.audit import AuditService
+from gpupool.server.services.budgets import BudgetService
 from gpupool.server.services.config import ConfigService
 from gpupool.server.services.jobs import JobService
 from gpupool.server.services.teams import TeamService
@@ -61,6 +62,7 @@ class Runtime:
     config_service: ConfigService = field(init=False)
     # Sends budget alerts from the outbox; started with the controller (server.webhooks).
     webhooks: WebhookWorker = field(init=False)
+    budgets: BudgetService = field(init=False)
 
     def __post_init__(self) -> None:
         if self.signer is None:
@@ -91,6 +93,9 @@ class Runtime:
             self.live = LiveConfig(self.sessions, self.config)
         self.config_service = ConfigService(
             self.sessions, self.live, self.clock, self._prepare_storage, self.controller.wake
+        )
+        self.budgets = BudgetService(
+            self.sessions, self.current_config, self.clock, self.config_service
         )
         self.webhooks = WebhookWorker(
             self.sessions, self.current_config, self.clock, self.controller.leader.is_leader

@@ -3,12 +3,8 @@ backoff, every try logged; a receiver that hangs holds up nothing but its own me
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from sqlalchemy import Engine
@@ -17,49 +13,11 @@ from gpupool.server.webhooks import MAX_RETRY_S, MAX_TRIES, WebhookWorker, retry
 from gpupool.spec.models import Accounting, ClusterConfig, GpuType, Webhook
 from gpupool.state import budgets as store
 from gpupool.state.db import session_factory
+from support.receiver import SECRET, Receiver
 from support.stores import ManualClock
 
 T0 = datetime(2027, 6, 10, 12, tzinfo=UTC)
-SECRET = "s3cret-for-tests"
 BODY = '{"event":"budget.threshold","team":"a","threshold":80.0}'
-
-
-class Receiver:
-    """A local HTTP server that checks each POST's signature (204 if it matches, 401 if not),
-    or answers ``status``; ``hang`` makes it wait before answering."""
-
-    def __init__(self, status: int | None = None) -> None:
-        self.status = status
-        self.got: list[tuple[dict[str, str], bytes, bool]] = []
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        self.hang = False
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-                valid = hmac.compare_digest(self.headers.get("X-Gpupool-Signature", ""), expected)
-                receiver.got.append((dict(self.headers), body, valid))
-                receiver.entered.set()
-                if receiver.hang:
-                    receiver.release.wait(10)
-                self.send_response(receiver.status or (204 if valid else 401))
-                self.end_headers()
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
