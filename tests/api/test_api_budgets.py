@@ -253,3 +253,25 @@ def test_a_bad_budget_is_refused_naming_the_field(
     assert field in answer.text
     with api.runtime.sessions() as session:
         assert config_store.current_version(session) == 1
+
+
+def test_teams_show_usage_this_month_its_share_and_the_budget_left(
+    tmp_path: Path, demo_path: Path, started: list[Api]
+) -> None:
+    budgets = {"team-a": [{"name": "monthly", "gpu_hours": 40}, {"name": "tight", "gpu_hours": 10}]}
+    api = server(started, tmp_path, write_config(tmp_path, demo_path, budgets))
+    used(api, "team-a", 6)
+    used(api, "team-b", 18)
+    answer = api.client.get("/v1/teams", headers=api.as_("admin"))
+    assert answer.status_code == 200, answer.text
+    teams = {t["name"]: t for t in answer.json()["items"]}
+    assert (teams["team-a"]["usage_gpu_hours"], teams["team-a"]["usage_share"]) == (6.0, 0.25)
+    assert (teams["team-b"]["usage_gpu_hours"], teams["team-b"]["usage_share"]) == (18.0, 0.75)
+    # The tightest budget is the one used the most: 6 of 10, not 6 of 40.
+    a = teams["team-a"]
+    assert (a["budget_remaining"], a["budget_unit"], a["budget_status"]) == (
+        4.0,
+        "GPU-h",
+        "warning",
+    )
+    assert teams["team-b"]["budget_remaining"] is None

@@ -56,6 +56,13 @@ def _add_months(day: date, months: int) -> date:
     return date(index // 12, index % 12 + 1, 1)
 
 
+def month_at(accounting: Accounting, at: datetime) -> Period:
+    """The calendar month that contains ``at``, in the accounting zone."""
+    period = period_at(Budget(name="month", gpu_hours=1), accounting, at)
+    assert period is not None  # only custom periods can miss
+    return period
+
+
 def period_at(budget: Budget, accounting: Accounting, at: datetime) -> Period | None:
     """The period of ``budget`` that contains ``at``; None for a custom period ``at`` is outside
     of (the budget is then not in force)."""

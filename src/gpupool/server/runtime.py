@@ -88,7 +88,9 @@ class Runtime:
             self.controller.wake,
             limits=self.settings.limits,
         )
-        self.teams = TeamService(self.sessions, self.current_config, self.controller.backoff.health)
+        self.teams = TeamService(
+            self.sessions, self.current_config, self.controller.backoff.health, self.clock.now
+        )
         if self.live is None:
             self.live = LiveConfig(self.sessions, self.config)
         self.config_service = ConfigService(
