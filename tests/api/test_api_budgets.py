@@ -274,4 +274,7 @@ def test_teams_show_usage_this_month_its_share_and_the_budget_left(
         "GPU-h",
         "warning",
     )
-    assert teams["team-b"]["budget_remaining"] is None
+    # team-b's demo budget is money: 2,000 USD less 18 h100 GPU-hours at 4.00.
+    b = teams["team-b"]
+    assert (b["budget_remaining"], b["budget_unit"], b["budget_status"]) == (1928.0, "USD", "ok")
+    assert teams["team-c"]["budget_remaining"] is None
