@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from gpupool.spec import diff as spec_diff
 from gpupool.spec.load import parse_config, validate_config_text
 
 Build = Callable[..., Any]  # the `build` fixture of conftest.py
@@ -219,3 +220,31 @@ def test_a_valid_budget_and_webhook_parse(build: Build) -> None:
         "quarter", 900.0, [50.0, 80.0, 100.0], "alert"
     )  # fmt: skip
     assert config.accounting.webhooks[0].secret_env == "HOOK_SECRET"
+
+
+def test_diff_shows_budgets_by_name_and_accounting_changes(build: Build) -> None:
+    old = parse_config(build().text)
+    new = parse_config(
+        build(
+            teams=team_with("              - {name: m, gpu_hours: 10, enforcement: hold}"),
+            accounting="""
+                accounting:
+                  timezone: Europe/Paris
+            """,
+        ).text
+    )
+    raised = parse_config(
+        build(
+            teams=team_with("              - {name: m, gpu_hours: 20, enforcement: hold}"),
+            accounting="""
+                accounting:
+                  timezone: Europe/Paris
+            """,
+        ).text
+    )
+    added = spec_diff.render(spec_diff.diff(old, new))
+    assert "+ team-a budgets.m: " in added and '"gpu_hours": 10.0' in added
+    assert "~ timezone: UTC -> Europe/Paris" in added
+    assert spec_diff.render(spec_diff.diff(new, raised)) == (
+        "teams\n  ~ team-a budgets.m.gpu_hours: 10.0 -> 20.0"
+    )
