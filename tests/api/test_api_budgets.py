@@ -278,3 +278,8 @@ def test_teams_show_usage_this_month_its_share_and_the_budget_left(
     b = teams["team-b"]
     assert (b["budget_remaining"], b["budget_unit"], b["budget_status"]) == (1928.0, "USD", "ok")
     assert teams["team-c"]["budget_remaining"] is None
+    # Budgets are for admins: a member sees the team's usage, not its budget.
+    member = api.client.get("/v1/teams/team-a", headers=api.as_("alice")).json()
+    assert member["usage_gpu_hours"] == 6.0 and member["budget_remaining"] is None
+    admin = api.client.get("/v1/teams/team-a", headers=api.as_("carol")).json()
+    assert admin["budget_remaining"] == 4.0

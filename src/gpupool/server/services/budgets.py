@@ -28,6 +28,7 @@ from gpupool.server.budget_schemas import (
     DeliveryOut,
 )
 from gpupool.server.services.config import ConfigService
+from gpupool.server.services.teams import administers
 from gpupool.spec.edit import set_budget
 from gpupool.spec.models import Budget, ClusterConfig
 from gpupool.spec.problems import Problem
@@ -55,14 +56,14 @@ class BudgetService:
         if team is not None:
             if team not in config.teams:
                 raise NotFound(f"no team named {team!r}")
-            if not _administers(principal, team):
+            if not administers(principal, team):
                 raise Forbidden(
                     f"user {principal.user!r} may not read team {team!r}'s budgets: "
                     "its admins and platform admins only"
                 )
             teams = {team}
         else:
-            teams = {name for name in config.teams if _administers(principal, name)}
+            teams = {name for name in config.teams if administers(principal, name)}
         with self._sessions() as session:
             states = budget_states(session, config, self._clock.now())
         return BudgetList(items=[budget_out(s) for s in states if s.team in teams])
@@ -128,10 +129,6 @@ class BudgetService:
                 for r in rows
             ]
         return DeliveryList(items=items)
-
-
-def _administers(principal: Principal, team: str) -> bool:
-    return principal.platform_admin or principal.roles.get(team) == "admin"
 
 
 def budget_out(state: BudgetState) -> BudgetOut:

@@ -83,7 +83,15 @@ class TeamService:
         period = self._period(config)
         return TeamList(
             items=[
-                self._team(config, n, usage, counts, with_members=False, period=period)
+                self._team(
+                    config,
+                    n,
+                    usage,
+                    counts,
+                    with_members=False,
+                    period=period,
+                    budget_shown=administers(principal, n),
+                )
                 for n in names
             ]
         )
@@ -100,6 +108,7 @@ class TeamService:
             self._counts(),
             with_members=True,
             period=self._period(config),
+            budget_shown=administers(principal, name),
         )
 
     def _team(
@@ -111,6 +120,7 @@ class TeamService:
         *,
         with_members: bool,
         period: tuple[dict[str, float], float, dict[str, BudgetState]] | None = None,
+        budget_shown: bool = False,
     ) -> TeamOut:
         team = config.teams[name]
         used, borrowed, _ = usage
@@ -126,7 +136,7 @@ class TeamService:
             for t in gpu_types
         }
         hours, total, tightest = period or ({}, 0.0, {})
-        budget = tightest.get(name)
+        budget = tightest.get(name) if budget_shown else None  # budgets: admins only
         return TeamOut(
             usage_gpu_hours=round(hours.get(name, 0.0), 3),
             usage_share=round(hours.get(name, 0.0) / total, 4) if total else 0.0,
@@ -163,3 +173,8 @@ class TeamService:
                 for p in config.pools
             ]
         )
+
+
+def administers(principal: Principal, team: str) -> bool:
+    """Platform admins and the team's admins see its budgets."""
+    return principal.platform_admin or principal.roles.get(team) == "admin"
