@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 import yaml
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from gpupool.state import config_store
-from gpupool.state.models import AuditRow, BudgetAlertRow, UsageHourRow
+from gpupool.state.db import make_engine
+from gpupool.state.models import AuditRow, Base, BudgetAlertRow, UsageHourRow
 from support.apikit import Api, make_api
 from support.receiver import SECRET, Receiver
 
@@ -36,6 +37,20 @@ def write_config(tmp_path: Path, demo_path: Path, budgets: dict[str, list[dict[s
     return path
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest) -> str | None:
+    """The store the enforcement tests run on: None for SQLite, else an emptied PostgreSQL."""
+    if request.param == "sqlite":
+        return None
+    url: str = request.getfixturevalue("postgres_url")
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        Base.metadata.drop_all(conn)
+        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
+    engine.dispose()
+    return url
+
+
 @pytest.fixture
 def started(tmp_path: Path) -> Iterator[list[Api]]:
     made: list[Api] = []
@@ -47,8 +62,10 @@ def started(tmp_path: Path) -> Iterator[list[Api]]:
             api.runtime.close()
 
 
-def server(started: list[Api], tmp_path: Path, config: Path) -> Api:
-    api = make_api(tmp_path / "home", config)
+def server(
+    started: list[Api], tmp_path: Path, config: Path, database_url: str | None = None
+) -> Api:
+    api = make_api(tmp_path / "home", config, database_url=database_url)
     started.append(api)
     with api.runtime.sessions.begin() as session:  # what `gpupool server --config` seeds
         config_store.append(
@@ -103,10 +120,11 @@ def month() -> str:
 
 
 def test_a_team_over_a_hold_budget_keeps_its_new_jobs_queued_and_why_says_so(
-    tmp_path: Path, demo_path: Path, started: list[Api]
+    tmp_path: Path, demo_path: Path, started: list[Api], store: str | None
 ) -> None:
     budget = {"name": "monthly", "gpu_hours": 10, "enforcement": "hold"}
-    api = server(started, tmp_path, write_config(tmp_path, demo_path, {"team-a": [budget]}))
+    config = write_config(tmp_path, demo_path, {"team-a": [budget]})
+    api = server(started, tmp_path, config, store)
     used(api, "team-a", 12)
     held = h100(api, "alice", "team-a")
     other = h100(api, "bob", "team-b")
@@ -135,10 +153,11 @@ def test_a_team_over_a_hold_budget_keeps_its_new_jobs_queued_and_why_says_so(
 
 
 def test_no_borrow_runs_a_team_only_within_its_nominal_quota(
-    tmp_path: Path, demo_path: Path, started: list[Api]
+    tmp_path: Path, demo_path: Path, started: list[Api], store: str | None
 ) -> None:
     budget = {"name": "monthly", "gpu_hours": 10, "enforcement": "no-borrow"}
-    api = server(started, tmp_path, write_config(tmp_path, demo_path, {"team-b": [budget]}))
+    config = write_config(tmp_path, demo_path, {"team-b": [budget]})
+    api = server(started, tmp_path, config, store)
     used(api, "team-b", 11)
     jobs = [h100(api, "bob", "team-b") for _ in range(3)]  # nominal 2; team-a's 2 are idle
     api.tick_until(
