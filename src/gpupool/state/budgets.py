@@ -16,7 +16,7 @@ once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -205,8 +205,3 @@ def deliveries(
     if before_id is not None:
         query = query.where(WebhookDeliveryRow.id < before_id)
     return list(session.scalars(query.order_by(WebhookDeliveryRow.id.desc()).limit(limit)))
-
-
-def messages(session: Session, ids: Iterable[int]) -> dict[int, WebhookOutboxRow]:
-    rows = session.scalars(select(WebhookOutboxRow).where(WebhookOutboxRow.id.in_(list(ids))))
-    return {row.id: row for row in rows}
