@@ -65,6 +65,10 @@ def set_budget(
     end: Annotated[
         datetime | None, typer.Option(formats=["%Y-%m-%d"], help="custom: the last day.")
     ] = None,
+    base_version: Annotated[
+        int | None,
+        typer.Option(help="Refuse (exit 5) unless this configuration version is current."),
+    ] = None,
 ) -> None:
     """Add or replace a team's budget: stores a new configuration version (platform admins)."""
     try:
@@ -85,6 +89,7 @@ def set_budget(
             thresholds=percents,
             start=_day(start),
             end=_day(end),
+            base_version=base_version,
         )
     if done.applied:
         typer.echo(f"budget {team}/{name} set: configuration version {done.version}")

@@ -55,6 +55,18 @@ def test_set_refused_for_a_team_admin_exits_4(api: FakeApi, runner: CliRunner) -
     assert "platform admins only" in result.stderr
 
 
+def test_a_stale_base_version_exits_5(api: FakeApi, runner: CliRunner) -> None:
+    message = "the configuration changed since version 3 (now version 4)"
+    api.fail("PUT", "/v1/budgets/team-a/monthly", 409, "conflict", message)
+
+    result = runner.invoke(
+        app, ["budget", "set", "team-a", "--gpu-hours", "5", "--base-version", "3"]
+    )
+
+    assert result.exit_code == 5 and "changed since version 3" in result.stderr
+    assert json.loads(api.requests[0].content)["base_version"] == 3
+
+
 def test_bad_thresholds_are_a_usage_error(api: FakeApi, runner: CliRunner) -> None:
     result = runner.invoke(app, ["budget", "set", "team-a", "--thresholds", "50,lots"])
 
