@@ -11,7 +11,8 @@ receiver drops repeats by it) and, when the webhook names ``secret_env``,
 delivers it; anything else (another status, a timeout, a refused connection, the secret's
 variable unset) is a failed try, retried after ``FIRST_RETRY_S`` doubling up to
 ``MAX_RETRY_S``, at most ``MAX_TRIES`` tries in all. Every try is logged in
-``webhook_deliveries`` (``GET /v1/webhooks/deliveries``).
+``webhook_deliveries`` (``GET /v1/webhooks/deliveries``); ended messages and tries older than
+``KEEP_DAYS`` are pruned once an hour.
 
 Only the process whose controller leads sends (the ``leading`` callable), so two replicas do
 not deliver one message at once. Time and the HTTP transport are injected (tests use a fake
@@ -43,6 +44,8 @@ FIRST_RETRY_S = 2.0
 MAX_RETRY_S = 300.0
 TIMEOUT_S = 5.0
 POLL_S = 1.0
+KEEP_DAYS = 30  # delivered and failed messages, and the log of tries, are kept this long
+PRUNE_EVERY_S = 3600.0
 SIGNATURE_HEADER = "X-Gpupool-Signature"
 
 
@@ -77,6 +80,7 @@ class WebhookWorker:
         self._http = httpx.Client(transport=transport, timeout=TIMEOUT_S, follow_redirects=False)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._pruned_at = float("-inf")
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="gpupool-webhooks", daemon=True)
@@ -93,6 +97,7 @@ class WebhookWorker:
             try:
                 if self._leading():
                     self.deliver_due()
+                    self.prune()
             except Exception as exc:  # keep delivering: one bad pass must not stop the worker
                 outage = store_outage(exc)
                 if outage is None:
@@ -113,6 +118,15 @@ class WebhookWorker:
             with self._sessions.begin() as session:
                 store.record_try(session, message_id, outcome)
         return len(due)
+
+    def prune(self) -> int:
+        """At most every ``PRUNE_EVERY_S``: forget what ended ``KEEP_DAYS`` ago."""
+        stamp = self._clock.monotonic()
+        if stamp - self._pruned_at < PRUNE_EVERY_S:
+            return 0
+        self._pruned_at = stamp
+        with self._sessions.begin() as session:
+            return store.prune(session, self._clock.now() - timedelta(days=KEEP_DAYS))
 
     def _send(
         self, message_id: int, webhook: str, event: str, body: bytes, number: int

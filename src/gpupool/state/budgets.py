@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from gpupool.state.db import rows_changed
 from gpupool.state.models import (
     BudgetAlertRow,
     UsageHourRow,
@@ -205,3 +206,17 @@ def deliveries(
     if before_id is not None:
         query = query.where(WebhookDeliveryRow.id < before_id)
     return list(session.scalars(query.order_by(WebhookDeliveryRow.id.desc()).limit(limit)))
+
+
+def prune(session: Session, before: datetime) -> int:
+    """Forget what ended before ``before``: delivered and failed messages created then, and
+    tries made then (pending messages are kept whatever their age); how many rows went."""
+    ended = rows_changed(
+        session,
+        delete(WebhookOutboxRow).where(
+            WebhookOutboxRow.status != PENDING, WebhookOutboxRow.created_at < before
+        ),
+    )
+    return ended + rows_changed(
+        session, delete(WebhookDeliveryRow).where(WebhookDeliveryRow.at < before)
+    )

@@ -144,3 +144,25 @@ def test_outbox_tries_move_a_message_to_retry_then_delivered_and_each_is_logged(
         (1, "retry", 500),
     ]
     assert all(isinstance(d, WebhookDeliveryRow) and d.webhook == "ops" for d in log)
+
+
+def test_prune_forgets_ended_messages_and_old_tries_but_keeps_pending_ones(
+    store_engine: Engine,
+) -> None:
+    sessions = session_factory(store_engine)
+    old, recent = T0, T0 + timedelta(days=40)
+    with sessions.begin() as session:
+        for at in (old, old, recent):
+            store.enqueue(session, "ops", "budget.threshold", "{}", at)
+    with sessions() as session:
+        first, second, third = (m.id for m in store.due(session, recent))
+    with sessions.begin() as session:
+        store.record_try(session, first, store.Try(store.DELIVERED, old, 204, "", 1.0))
+        store.record_try(session, third, store.Try(store.FAILED, recent, 410, "HTTP 410", 1.0))
+    with sessions.begin() as session:
+        assert store.prune(session, T0 + timedelta(days=30)) == 2  # first and its try
+    with sessions() as session:
+        assert [m.id for m in store.due(session, recent)] == [second]  # still pending
+        assert [(d.message_id, d.outcome) for d in store.deliveries(session, limit=10)] == [
+            (third, "failed")
+        ]
