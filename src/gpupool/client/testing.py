@@ -195,6 +195,8 @@ def pool_json(**overrides: Any) -> dict[str, Any]:
         "gpus_total": 8,
         "gpus_allocated": 3,
         "dedicated_to": None,
+        "available": True,
+        "message": "",
     }
     pool.update(overrides)
     return pool
