@@ -50,6 +50,7 @@ from gpupool.backends.base import (
 from gpupool.backends.errors import BackendError, BackendUnavailable
 from gpupool.controller.accounting import Accrual
 from gpupool.controller.backoff import Backoff
+from gpupool.controller.budgets import BudgetWatch
 from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService, SubmitResult
 from gpupool.controller.fairshare import HORIZON_HALF_LIVES, UsageInterval, decayed_usage
@@ -144,6 +145,8 @@ class Controller:
             config,
         )
         self.accrual = Accrual(sessions, config, clock, self.leader)
+        # Used-up budgets the cycle enforces, evaluated every few seconds (budgets.py).
+        self.budgets = BudgetWatch(sessions, clock, lambda session: self.leader.fence(session))
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -229,6 +232,8 @@ class Controller:
         self.sync()
         self.send_cancels()
         self.refresh_capacity()
+        if self.budgets.refresh(self._config()):
+            self._dirty = True  # a team's budget began or stopped holding it back
         now = self._clock.monotonic()
         if self._dirty or now - self._last_full >= FULL_CYCLE_S or self._store_changed():
             self._dirty = False  # before the cycle: a wake during it schedules again
@@ -250,6 +255,7 @@ class Controller:
             self._parking = Parking()
             self._nominations = ()
             self._history = None
+            self.budgets.forget()
             self._dirty = True
             self.accrual.forget()
             with self._lock:
@@ -323,6 +329,8 @@ class Controller:
         )
         if self._nominations:
             snapshot = dataclasses.replace(snapshot, nominations=self._nominations)
+        if self.budgets.blocks:
+            snapshot = dataclasses.replace(snapshot, budgets=self.budgets.blocks)
         started = self._clock.monotonic()
         result = self._parking.cycle(snapshot, policy_for(config), self.queue.groups())
         self._nominations = result.nominations
