@@ -18,8 +18,8 @@ from typing import Annotated, NoReturn
 import httpx
 import typer
 
-from gpupool.cli import output
-from gpupool.cli.context import Options, make_client
+from gpupool.cli import context, output
+from gpupool.cli.context import Options
 from gpupool.cli.exit_codes import USAGE, exit_code_for
 from gpupool.client import credentials, signin, wire
 from gpupool.client.credentials import Credential
@@ -110,7 +110,8 @@ def logout(ctx: typer.Context) -> None:
 def _check_with_the_server(url: str, token: str) -> WhoAmI:
     """Who the server says the new token is; a refusal says the sign-in itself worked."""
     try:
-        with make_client(url, token) as sdk:
+        # Looked up at call time, as every command's client is (tests replace it).
+        with context.make_client(url, token) as sdk:
             return sdk.whoami()
     except (Unauthenticated, Forbidden) as error:
         raise signin.SignInFailed(

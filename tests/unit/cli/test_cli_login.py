@@ -14,7 +14,7 @@ from gpupool.cli.main import app
 from gpupool.client import credentials
 from gpupool.client.credentials import Credential
 from gpupool.client.settings import credentials_file
-from gpupool.client.signin import SignInConfig
+from gpupool.client.signin import DeviceCode, Provider, SignInConfig, Tokens
 from gpupool.client.testing import FakeApi, whoami_json
 
 URL = "http://gpupool.test"
@@ -82,3 +82,32 @@ def test_a_stored_credential_is_sent_as_the_bearer(runner: CliRunner, api: FakeA
     result = runner.invoke(app, ["--url", URL, "whoami"])
     assert result.exit_code == 0, result.output
     assert api.last.headers["Authorization"] == "Bearer stored-tok"
+
+
+def test_a_token_the_server_refuses_is_not_kept(
+    runner: CliRunner, api: FakeApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serve_config(monkeypatch, SignInConfig(issuer="http://idp", client_id="cli"))
+    provider = Provider("http://idp", "http://idp/device", "http://idp/token")
+    code = DeviceCode("dev", "ABCD-EFGH", "http://idp/device", None, 60, 1)
+    monkeypatch.setattr(login.signin, "discover", lambda http, issuer: provider)
+    monkeypatch.setattr(login.signin, "start", lambda http, p, client, scope: code)
+    monkeypatch.setattr(login.signin, "poll", lambda http, p, client, c: Tokens("new-tok"))
+    refusal = "the OIDC token is not meant for this server: its audience is not 'gpupool'"
+    api.add(
+        "GET",
+        "/v1/whoami",
+        status=401,
+        json={"error": {"code": "unauthenticated", "message": refusal}},
+    )
+
+    result = runner.invoke(app, ["--url", URL, "login"])
+
+    assert result.exit_code == 4
+    said = " ".join(result.output.split())
+    assert "enter the code ABCD-EFGH" in said
+    assert f"signed in at the identity provider, but the server at {URL} refuses the token" in said
+    assert refusal in said
+    assert api.last.headers["Authorization"] == "Bearer new-tok"
+    path = credentials_file(os.environ)
+    assert path is not None and not path.exists()
