@@ -76,19 +76,19 @@ def login(
             _show(code)
             tokens = signin.poll(http, provider, client_id, code)
         me = _check_with_the_server(url, tokens.access_token)
+        credential = Credential(
+            server_url=url,
+            issuer=provider.issuer,
+            client_id=client_id,
+            token_endpoint=provider.token_endpoint,
+            access_token=tokens.access_token,
+            refresh_token=tokens.refresh_token,
+            expires_at=tokens.expires_at,
+        )
+        _save(path, credential)
     except GpupoolError as error:
         output.print_error(error)
         raise typer.Exit(exit_code_for(error)) from None
-    credential = Credential(
-        server_url=url,
-        issuer=provider.issuer,
-        client_id=client_id,
-        token_endpoint=provider.token_endpoint,
-        access_token=tokens.access_token,
-        refresh_token=tokens.refresh_token,
-        expires_at=tokens.expires_at,
-    )
-    credentials.save(path, credential)
     typer.echo(f"Signed in to {url} as {me.user}; the credential is in {path}.")
     if options.token is None and environment_token() is not None:
         typer.echo(f"Note: {ENV_TOKEN} is set and is used instead; unset it to use this sign-in.")
@@ -118,6 +118,17 @@ def _check_with_the_server(url: str, token: str) -> WhoAmI:
             f"signed in at the identity provider, but the server at {url} refuses the token: "
             f"{error.message}"
         ) from error
+
+
+def _save(path: Path, credential: Credential) -> None:
+    try:
+        credentials.save(path, credential)
+    except OSError as exc:
+        raise GpupoolError(
+            f"signed in, but the credential cannot be written to {path} "
+            f"({exc.strerror or exc}); fix the directory's permissions and run `gpupool login` "
+            "again"
+        ) from exc
 
 
 def _show(code: signin.DeviceCode) -> None:

@@ -54,7 +54,9 @@ def load(path: Path, server_url: str) -> Credential | None:
     try:
         return Credential(**{**entry, "server_url": server_url})
     except TypeError as exc:
-        raise _unreadable(path, f"the entry for {server_url} is incomplete") from exc
+        raise _unreadable(
+            path, f"the entry for {server_url} is incomplete or has unknown fields"
+        ) from exc
 
 
 def save(path: Path, credential: Credential) -> None:
@@ -86,6 +88,8 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
         return {}
     except OSError as exc:
         raise _unreadable(path, exc.strerror or str(exc)) from exc
+    except UnicodeDecodeError as exc:
+        raise _unreadable(path, "not UTF-8 text") from exc
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:

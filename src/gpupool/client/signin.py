@@ -217,18 +217,23 @@ def stored_token(
         timeout=TIMEOUT_S, headers={"User-Agent": wire.USER_AGENT}, transport=transport
     ) as http:
         tokens = refresh(http, credential)
-    credentials.save(
-        path,
-        Credential(
-            server_url=server_url,
-            issuer=credential.issuer,
-            client_id=credential.client_id,
-            token_endpoint=credential.token_endpoint,
-            access_token=tokens.access_token,
-            refresh_token=tokens.refresh_token,
-            expires_at=tokens.expires_at,
-        ),
+    renewed = Credential(
+        server_url=server_url,
+        issuer=credential.issuer,
+        client_id=credential.client_id,
+        token_endpoint=credential.token_endpoint,
+        access_token=tokens.access_token,
+        refresh_token=tokens.refresh_token,
+        expires_at=tokens.expires_at,
     )
+    try:
+        credentials.save(path, renewed)
+    except OSError as exc:
+        # The old refresh token may be spent (rotation): going on would fail at the next run.
+        raise SignInFailed(
+            f"your sign-in to {server_url} was renewed but cannot be written to {path} "
+            f"({exc.strerror or exc}); fix the directory's permissions and {AGAIN}"
+        ) from exc
     return tokens.access_token
 
 

@@ -74,16 +74,17 @@ def test_remove_forgets_one_server_and_the_file_goes_with_the_last(tmp_path: Pat
     [
         pytest.param("{not json", "not JSON (line 1)", id="not json"),
         pytest.param('{"servers": []}', 'no "servers" object', id="wrong shape"),
+        pytest.param("{\xff}", "not UTF-8 text", id="not text"),
         pytest.param(
             json.dumps({"servers": {A: {"issuer": "x"}}}),
-            f"the entry for {A} is incomplete",
+            f"the entry for {A} is incomplete or has unknown fields",
             id="incomplete entry",
         ),
     ],
 )
 def test_an_unreadable_file_names_itself_and_the_fix(tmp_path: Path, text: str, why: str) -> None:
     path = tmp_path / "credentials.json"
-    path.write_text(text)
+    path.write_bytes(text.encode("latin-1"))
     with pytest.raises(Unauthenticated) as caught:
         credentials.load(path, A)
     assert str(path) in caught.value.message and why in caught.value.message
