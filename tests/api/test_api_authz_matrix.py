@@ -72,6 +72,7 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("GET", "/docs/favicon.png"): Expect(PUBLIC),
     ("GET", "/healthz"): Expect(PUBLIC),
     ("GET", "/readyz"): Expect(PUBLIC),
+    ("GET", "/v1/auth/config"): Expect(PUBLIC),
     ("POST", "/v1/jobs"): Expect(
         {**MUTATE_TEAM, "platform admin": 201, "team admin": 201, "member": 201},
         body={"command": ["true"], "team": "team-a"},

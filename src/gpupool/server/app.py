@@ -18,6 +18,7 @@ from gpupool.server.routes import (
     config,
     health,
     jobs,
+    signin,
     tokens,
 )
 from gpupool.server.runtime import Runtime
@@ -48,6 +49,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(artifacts.router)
     app.include_router(budgets.router)
     app.include_router(tokens.router)
+    app.include_router(signin.router)
     # Every mutating request is recorded, including those refused before any route runs
     # (anonymous refusals are counted: see server.audit).
     app.add_middleware(AuditMiddleware, summary_every_s=limits.audit_summary_s)
