@@ -247,7 +247,7 @@ def _serve(
         app = metrics.wrap(app)
         metrics.serve(metrics_listener)
         host, port = settings.metrics_address or ("", 0)
-        echo(f"metrics on http://{host}:{port}/metrics")
+        echo(f"metrics on http://{f'[{host}]' if ':' in host else host}:{port}/metrics")
     if role != "api":  # an API replica leaves scheduling to the controllers
         runtime.controller.start()
     try:

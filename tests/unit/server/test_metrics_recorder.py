@@ -3,8 +3,10 @@ which gauges."""
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -28,6 +30,8 @@ from gpupool.scheduler import (
 )
 from gpupool.server.metrics.exporter import Metrics
 from gpupool.server.metrics.recorder import Recorder
+from gpupool.server.serve import PortTaken, bind_metrics
+from support.server import free_port
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
@@ -171,3 +175,33 @@ def test_a_bad_metrics_address_is_refused_naming_the_setting(raw: str) -> None:
     with pytest.raises(ConfigInvalid, match="GPUPOOL_METRICS_ADDRESS") as caught:
         load_settings({"GPUPOOL_HOME": "/tmp/x", "GPUPOOL_METRICS_ADDRESS": raw})
     assert "HOST:PORT" in caught.value.message
+
+
+def test_a_taken_metrics_port_is_refused_naming_the_setting() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        settings = load_settings(
+            {"GPUPOOL_HOME": "/tmp/x", "GPUPOOL_METRICS_ADDRESS": f"127.0.0.1:{port}"}
+        )
+        with pytest.raises(PortTaken, match="GPUPOOL_METRICS_ADDRESS"):
+            bind_metrics(settings)
+
+
+def test_scrapes_are_answered_on_the_metrics_listener() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    listener = bind_metrics(
+        load_settings({"GPUPOOL_HOME": "/tmp/x", "GPUPOOL_METRICS_ADDRESS": address})
+    )
+    assert listener is not None
+    metrics = Metrics("controller", SoleLeader())
+    metrics.serve(listener)
+    try:
+        answer = httpx.get(f"http://{address}/metrics", timeout=5)
+    finally:
+        metrics.close()
+        listener.close()
+    assert answer.status_code == 200
+    assert 'gpupool_process_role{role="controller"} 1.0' in answer.text
+    assert "gpupool_leader 1.0" in answer.text
