@@ -337,6 +337,7 @@ class Controller:
                 self._reasons_of,
                 self.queue.started,
                 self.queue.pending_view,
+                frozenset(self._parking.teams),
             )
         )
         log.debug(

@@ -39,6 +39,8 @@ class CycleSeen:
     started: Callable[[str], bool]
     # A queued job by id (read while the cycle's admissions are recorded).
     job: Callable[[str], PendingJob | None]
+    # Teams the cycle left out (parked): their jobs keep the reasons an earlier cycle gave.
+    parked: frozenset[str] = frozenset()
 
 
 class Observer(Protocol):

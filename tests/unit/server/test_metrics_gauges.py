@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -24,7 +24,7 @@ from gpupool.scheduler import (
 from gpupool.scheduler.snapshot import ReasonCode
 from gpupool.server.metrics import catalog
 from gpupool.server.metrics.catalog import MetricSpec
-from gpupool.server.metrics.gauges import AdmittedNow, state_samples
+from gpupool.server.metrics.gauges import AdmittedNow, PendingCache, Published, state_samples
 
 
 def pending(job_id: str, team: str, *types: str) -> PendingJob:
@@ -188,3 +188,30 @@ def test_pools_report_capacity_allocation_and_availability() -> None:
     assert got[catalog.POOL_ALLOCATED] == {("p", "h100"): 3, ("q", "h100"): 4}
     assert got[catalog.POOL_IDLE] == {("p", "h100"): 5, ("q", "h100"): 0}
     assert got[catalog.POOL_AVAILABLE] == {("p", "local"): 0.0, ("q", "local"): 1.0}
+
+
+def test_the_pending_cache_recounts_a_team_only_when_a_cycle_decided_it() -> None:
+    jobs = (pending("j1", "a", "h100"), pending("j2", "a", "h100"))
+    reasons: dict[str, tuple[PendingReason, ...]] = {"j1": (QUOTA,), "j2": (QUOTA,)}
+    view = View(queued={"a": jobs}, reasons=reasons)
+    cache = PendingCache()
+
+    def scrape(cycle: int, decided_at: int, queue: tuple[PendingJob, ...] = jobs) -> object:
+        seen = replace(view.seen(), queued={"a": queue})
+        return dict(cache.counts(Published(seen, (), cycle, {"a": decided_at})))
+
+    assert scrape(1, decided_at=1) == {("a", "h100", "quota"): 2}
+    reasons["j2"] = (CAPACITY,)  # as if a cycle had changed it, yet the team is parked: kept
+    assert scrape(2, decided_at=1) == {("a", "h100", "quota"): 2}
+    assert scrape(3, decided_at=3) == {("a", "h100", "quota"): 1, ("a", "t4", "capacity"): 1}
+    assert scrape(4, decided_at=3, queue=jobs[:1]) == {("a", "h100", "quota"): 1}  # new queue
+
+
+def test_cached_and_fresh_pending_counts_agree() -> None:
+    view = View(
+        queued={"a": (pending("j1", "a", "h100"),), "b": (pending("j2", "b"),)},
+        reasons={"j1": (QUOTA,)},
+    )
+    seen = view.seen()
+    fresh = state_samples(seen, (), lambda _pool: True)[catalog.PENDING]
+    assert dict(PendingCache().counts(Published(seen, (), 1, {}))) == fresh

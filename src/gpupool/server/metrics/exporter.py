@@ -32,7 +32,7 @@ from starlette.types import ASGIApp
 from gpupool.controller.leader import Leadership
 from gpupool.server.metrics import catalog
 from gpupool.server.metrics.catalog import MetricSpec
-from gpupool.server.metrics.gauges import state_samples
+from gpupool.server.metrics.gauges import PendingCache, state_samples
 from gpupool.server.metrics.recorder import ApiTimer, Recorder
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,7 @@ class StateCollector(Collector):
         self._recorder = recorder
         self._leadership = leadership
         self._available = available
+        self._pending = PendingCache()
 
     def collect(self) -> Iterator[Metric]:
         yield gauge(catalog.ROLE, {(self._role,): 1})
@@ -73,7 +74,8 @@ class StateCollector(Collector):
         published = self._recorder.latest
         if not leading or published is None:
             return
-        samples = state_samples(published.seen, published.admitted, self._available)
+        pending = self._pending.counts(published)
+        samples = state_samples(published.seen, published.admitted, self._available, pending)
         for spec in catalog.STATE:
             yield gauge(spec, samples[spec])
 

@@ -2,8 +2,10 @@
 
 A scrape reads the last :class:`~gpupool.controller.observer.CycleSeen` (the snapshot the cycle
 decided on, each team's queue, its result) and the admissions of that cycle, and turns them
-into samples. The cost is one pass over the queued and the active jobs and over the pools'
-nodes, in memory; the store is never read.
+into samples. The cost is one pass over the active jobs and the pools' nodes, in memory (the
+store is never read), and over the queued jobs of the teams a cycle decided since the last
+scrape: a team parked since then has the same queue and the same reasons, so its counts are
+kept (:class:`PendingCache`).
 
 What the numbers mean, so that they add up:
 
@@ -18,12 +20,14 @@ What the numbers mean, so that they add up:
 
 from __future__ import annotations
 
+import threading
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from gpupool.controller.observer import CycleSeen
 from gpupool.core.quota import Quota
+from gpupool.scheduler import PendingJob, PendingReason
 from gpupool.server.metrics import catalog
 from gpupool.server.metrics.catalog import MetricSpec
 
@@ -45,12 +49,33 @@ class AdmittedNow:
     gpus: int
 
 
+@dataclass(frozen=True)
+class Published:
+    """The last cycle as the gauges read it: ``cycle`` numbers the cycles of this process,
+    ``decided`` says per team the last cycle that decided it (did not park it)."""
+
+    seen: CycleSeen
+    admitted: tuple[AdmittedNow, ...]
+    cycle: int = 0
+    decided: Mapping[str, int] = field(default_factory=dict)
+
+
 def state_samples(
-    seen: CycleSeen, admitted: Iterable[AdmittedNow], available: Callable[[str], bool]
+    seen: CycleSeen,
+    admitted: Iterable[AdmittedNow],
+    available: Callable[[str], bool],
+    pending: Mapping[Labels, float] | None = None,
 ) -> Samples:
-    """Every sample of :data:`catalog.STATE`; ``available``: whether a pool's backend answers."""
+    """Every sample of :data:`catalog.STATE`; ``available``: whether a pool's backend answers;
+    ``pending``: the pending counts when already known (:class:`PendingCache`)."""
     admitted = tuple(admitted)
     samples: Samples = {spec: {} for spec in catalog.STATE}
+    if pending is None:
+        just_admitted = {a.job_id for a in admitted}
+        pending = Counter()
+        for team, jobs in seen.queued.items():
+            pending.update(team_pending(team, jobs, seen.reasons, just_admitted))
+    samples[catalog.PENDING].update(pending)
     _jobs(seen, admitted, samples)
     used = _used(seen, admitted)
     _quota(seen, used, samples)
@@ -58,19 +83,62 @@ def state_samples(
     return samples
 
 
-def _jobs(seen: CycleSeen, admitted: tuple[AdmittedNow, ...], samples: Samples) -> None:
-    just_admitted = {a.job_id for a in admitted}
+def team_pending(
+    team: str,
+    jobs: tuple[PendingJob, ...],
+    reasons_of: Callable[[str], tuple[PendingReason, ...] | None],
+    just_admitted: set[str],
+) -> Counter[Labels]:
+    """One team's queued jobs by (team, gpu type, reason) of their first reason."""
     pending: Counter[Labels] = Counter()
-    for team, jobs in seen.queued.items():
-        for job in jobs:
-            if job.id in just_admitted:
-                continue
-            reasons = seen.reasons(job.id)
-            if reasons:
-                pending[(team, reasons[0].gpu_type, reasons[0].code.value)] += 1
-            else:
-                first = job.gpu_types[0] if job.gpu_types else ANY_TYPE
-                pending[(team, first, UNDECIDED)] += 1
+    for job in jobs:
+        if job.id in just_admitted:
+            continue
+        reasons = reasons_of(job.id)
+        if reasons:
+            pending[(team, reasons[0].gpu_type, reasons[0].code.value)] += 1
+        else:
+            first = job.gpu_types[0] if job.gpu_types else ANY_TYPE
+            pending[(team, first, UNDECIDED)] += 1
+    return pending
+
+
+class PendingCache:
+    """Pending counts per team, kept between scrapes for teams no cycle decided since.
+
+    A team's entry holds the queue it was counted from (the very tuple: the controller's state
+    keeps a team's tuple while its jobs are unchanged) and the cycle it was counted at. It is
+    reused while the queue is the same tuple and no later cycle decided the team: then every
+    job of it has the reasons it had (a parked team's reasons are not rewritten). Thread-safe:
+    concurrent scrapes take turns.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._teams: dict[str, tuple[tuple[PendingJob, ...], int, Counter[Labels]]] = {}
+
+    def counts(self, published: Published) -> Counter[Labels]:
+        seen = published.seen
+        just_admitted = {a.job_id for a in published.admitted}
+        total: Counter[Labels] = Counter()
+        with self._lock:
+            kept = {}
+            for team, jobs in seen.queued.items():
+                entry = self._teams.get(team)
+                if (
+                    entry is None
+                    or entry[0] is not jobs
+                    or published.decided.get(team, published.cycle) > entry[1]
+                ):
+                    counted = team_pending(team, jobs, seen.reasons, just_admitted)
+                    entry = (jobs, published.cycle, counted)
+                kept[team] = entry
+                total.update(entry[2])
+            self._teams = kept
+        return total
+
+
+def _jobs(seen: CycleSeen, admitted: tuple[AdmittedNow, ...], samples: Samples) -> None:
     active: dict[MetricSpec, Counter[Labels]] = {
         catalog.ADMITTED: Counter(),
         catalog.RUNNING: Counter(),
@@ -80,7 +148,6 @@ def _jobs(seen: CycleSeen, admitted: tuple[AdmittedNow, ...], samples: Samples) 
         active[spec][(running.team, running.gpu_type)] += 1
     for admission in admitted:
         active[catalog.ADMITTED][(admission.team, admission.gpu_type)] += 1
-    samples[catalog.PENDING].update(pending)
     for spec, counts in active.items():
         samples[spec].update(counts)
 

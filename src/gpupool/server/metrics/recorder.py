@@ -2,7 +2,8 @@
 
 :class:`Recorder` is the controller's :class:`~gpupool.controller.observer.Observer`: the
 controller calls it after each step and cycle and on each failed backend call. It keeps the
-last cycle (:class:`Published`, immutable) for the scrape-time gauges of ``gauges.py``.
+last cycle (:class:`~gpupool.server.metrics.gauges.Published`, immutable) for the scrape-time
+gauges of ``gauges.py``, numbering the cycles and noting which decided each team.
 :class:`ApiTimer` is the ASGI middleware that times API requests by route template.
 
 Thread safety: prometheus_client's instruments are thread-safe; ``latest`` is replaced whole
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -22,19 +22,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gpupool.controller.observer import CycleSeen, error_class
 from gpupool.server.metrics import catalog
 from gpupool.server.metrics.catalog import Kind, MetricSpec
-from gpupool.server.metrics.gauges import AdmittedNow
+from gpupool.server.metrics.gauges import AdmittedNow, Published
 
 WITHIN_TEAM = "within_team"
 IN_COHORT = "in_cohort"
 UNMATCHED = "unmatched"  # a request no route matched: its path is never a label
-
-
-@dataclass(frozen=True)
-class Published:
-    """The last cycle and its admissions, as the gauges read them."""
-
-    seen: CycleSeen
-    admitted: tuple[AdmittedNow, ...]
 
 
 def instrument(spec: MetricSpec, registry: CollectorRegistry) -> Any:
@@ -51,6 +43,8 @@ class Recorder:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.latest: Published | None = None
+        self._cycles = 0
+        self._decided: dict[str, int] = {}  # team -> the last cycle that decided it
         self._preempted = instrument(catalog.PREEMPTED, registry)
         self._admissions = instrument(catalog.ADMISSIONS, registry)
         self._wait = instrument(catalog.ADMISSION_WAIT, registry)
@@ -87,7 +81,13 @@ class Recorder:
                     continue
                 same = team_of.get(preemption.job_id) == preemptor.team
                 self._preempted.labels(preemptor.team, WITHIN_TEAM if same else IN_COHORT).inc()
-        self.latest = Published(seen, tuple(admitted))
+        self._cycles += 1
+        decided = dict(self._decided)
+        for team in seen.queued:
+            if team not in seen.parked:
+                decided[team] = self._cycles
+        self._decided = decided
+        self.latest = Published(seen, tuple(admitted), self._cycles, decided)
 
 
 class ApiTimer:
