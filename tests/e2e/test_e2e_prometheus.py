@@ -124,6 +124,28 @@ def test_known_actions_show_in_prometheus(prom: Prometheus, cluster: Cluster) ->
     prom.wait_value(f"count(count by (instance) (gpupool_quota_nominal_gpus{{{run}}}))", 1)
 
 
+def test_borrowing_lending_and_a_reclaim_show_in_prometheus(
+    prom: Prometheus, cluster: Cluster
+) -> None:
+    run = f'run="{cluster.run}"'
+    with cluster.leader.client("alice") as alice, cluster.leader.client("bob") as bob:
+        # team-b's h100 nominal is 2 and it may borrow: its 4 jobs take team-a's 2 idle GPUs.
+        borrowing = [submit(bob, 1, "h100", "sleep", "120") for _ in range(4)]
+        prom.wait_value(f'gpupool_quota_used_gpus{{{run},team="team-b",gpu_type="h100"}}', 4)
+        prom.wait_value(f'gpupool_quota_borrowed_gpus{{{run},team="team-b",gpu_type="h100"}}', 2)
+        prom.wait_value(f'gpupool_quota_lent_gpus{{{run},team="team-a",gpu_type="h100"}}', 2)
+        prom.wait_value(f'sum(gpupool_pool_idle_gpus{{{run},gpu_type="h100"}})', 0)
+        # alice's job fits within team-a's nominal: it reclaims one of the borrowed GPUs.
+        reclaiming = submit(alice, 1, "h100", "true")
+        preempted = f'gpupool_preempted_jobs_total{{{run},preempting_team="team-a"'
+        prom.wait_value(f'sum({preempted},reason="in_cohort"}})', 1)
+        assert prom.value(f'sum({preempted},reason="within_team"}})') is None
+        for job in borrowing:
+            bob.post(f"/v1/jobs/{job}/cancel")
+        alice.post(f"/v1/jobs/{reclaiming}/cancel")
+    prom.wait_value(f'sum(gpupool_quota_used_gpus{{{run},gpu_type="h100"}})', 0)
+
+
 def exported_names(text: str) -> set[str]:
     """The series names a /metrics page declares (a histogram's _bucket, _count and _sum)."""
     names = set()
