@@ -155,7 +155,8 @@ API = MetricSpec(
     "gpupool_api_request_duration_seconds",
     Kind.HISTOGRAM,
     ("method", "route", "status"),
-    "Seconds the API took to answer, by route template (unmatched: no route) and status.",
+    "Seconds the API took to answer, by route template (unmatched: no route) and status; a "
+    "followed log stream counts until it ends.",
     FAST_BUCKETS,
 )
 BACKEND_ERRORS = MetricSpec(
