@@ -120,6 +120,8 @@ def test_known_actions_show_in_prometheus(prom: Prometheus, cluster: Cluster) ->
     prom.wait_value(f'sum(gpupool_admitted_jobs_total{{{run},team="team-b"}})', 1)
     posts = f'sum(gpupool_api_request_duration_seconds_count{{{run},route="/v1/jobs"}})'
     prom.wait_value(posts, 4)  # three of alice, one of bob
+    # The demo's team-b budget (alert only): its use in this period, a fraction of its limit.
+    prom.wait_value(f'count(gpupool_budget_used_ratio{{{run},team="team-b"}})', 1)
     # Only the leader exports state: summing over both processes counts nothing twice.
     prom.wait_value(f"count(count by (instance) (gpupool_quota_nominal_gpus{{{run}}}))", 1)
 

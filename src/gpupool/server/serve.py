@@ -242,6 +242,7 @@ def _serve(
             role,
             runtime.controller.leader if role != "api" else None,
             lambda pool: runtime.controller.backoff.health(pool).available,
+            lambda: runtime.controller.budgets.states,
         )
         runtime.controller.observe(metrics.recorder)
         app = metrics.wrap(app)

@@ -116,6 +116,12 @@ POOL_AVAILABLE = MetricSpec(
     ("pool", "backend"),
     "1 while the pool's backend answers, 0 while it is backed off as unreachable.",
 )
+BUDGET_USED = MetricSpec(
+    "gpupool_budget_used_ratio",
+    Kind.GAUGE,
+    ("team", "budget", "enforcement"),
+    "Each team budget's use in its current period, as a fraction of its limit (1: used up).",
+)
 PREEMPTED = MetricSpec(
     "gpupool_preempted_jobs_total",
     Kind.COUNTER,
@@ -206,6 +212,5 @@ STATE = (
 )
 EVENTS = (PREEMPTED, ADMISSIONS, ADMISSION_WAIT, CYCLE, STEP, API, BACKEND_ERRORS)
 PROCESS = (LEADER, LEASE_AGE, ROLE)
-ALL = (*STATE, *EVENTS, *PROCESS)
-# Placeholders, for when the usage ledger and budgets export: a counter of GPU-seconds per team
-# and gpu type accrued by the ledger, and a gauge of each team's budget spent per period.
+BUDGETS = (BUDGET_USED,)  # the leading controller's last budget evaluation
+ALL = (*STATE, *BUDGETS, *EVENTS, *PROCESS)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from http.server import ThreadingHTTPServer
 from typing import Any
 
@@ -29,6 +29,7 @@ from prometheus_client.exposition import MetricsHandler
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp
 
+from gpupool.accounting.budgets import BudgetState
 from gpupool.controller.leader import Leadership
 from gpupool.server.metrics import catalog
 from gpupool.server.metrics.catalog import MetricSpec
@@ -54,7 +55,9 @@ class StateCollector(Collector):
         recorder: Recorder,
         leadership: Leadership | None,
         available: Callable[[str], bool],
+        budgets: Callable[[], Sequence[BudgetState]] = lambda: (),
     ) -> None:
+        self._budgets = budgets
         self._role = role
         self._recorder = recorder
         self._leadership = leadership
@@ -78,6 +81,12 @@ class StateCollector(Collector):
         samples = state_samples(published.seen, published.admitted, self._available, pending)
         for spec in catalog.STATE:
             yield gauge(spec, samples[spec])
+        used = {
+            (state.team, state.name, state.budget.enforcement): state.used / state.limit
+            for state in self._budgets()
+            if state.limit > 0
+        }
+        yield gauge(catalog.BUDGET_USED, used)
 
 
 class Metrics:
@@ -89,10 +98,11 @@ class Metrics:
         role: str,
         leadership: Leadership | None,
         available: Callable[[str], bool] = lambda _pool: True,
+        budgets: Callable[[], Sequence[BudgetState]] = lambda: (),
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.recorder = Recorder(self.registry)
-        self.registry.register(StateCollector(role, self.recorder, leadership, available))
+        self.registry.register(StateCollector(role, self.recorder, leadership, available, budgets))
         self._server: ThreadingHTTPServer | None = None
 
     def wrap(self, app: ASGIApp) -> ASGIApp:
