@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 
 $(UV):
 	$(PYTHON) -m venv --without-pip $(VENV)
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(VENV)/tools 'uv>=0.5,<1'
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target $(VENV)/tools 'uv>=0.5,<1'
 
 $(RUN_STAMP): pyproject.toml | $(UV)
 	@echo "== installing gpupool and its server packages into $(VENV)"
