@@ -57,6 +57,7 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	mkdir -p bench/results
+	$(BIN)/python bench/first_run.py --json > bench/results/first_run.json
 	$(BIN)/python bench/api.py --json > bench/results/api.json
 	$(BIN)/python bench/scheduler.py --size S --json > bench/results/scheduler-S.json
 	$(BIN)/python bench/scheduler.py --size M --json > bench/results/scheduler-M.json
