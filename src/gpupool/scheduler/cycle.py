@@ -98,7 +98,7 @@ def run_cycle(snapshot: Snapshot, policy: Policy | None = None) -> CycleResult:
 
 
 def _run(snapshot: Snapshot, policy: Policy) -> CycleResult:
-    workspace = build_workspace(snapshot)  # 1
+    workspace = build_workspace(snapshot, policy)  # 1
     reservations = Reservations(workspace, policy)
     first = Decisions()
     decided = honour_nominations(  # 2
@@ -136,9 +136,9 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def build_workspace(snapshot: Snapshot) -> Workspace:
+def build_workspace(snapshot: Snapshot, policy: Policy | None = None) -> Workspace:
     """Step 1: the mutable copy that admissions of this cycle are applied to."""
-    return Workspace(snapshot)
+    return Workspace(snapshot, None if policy is None else policy.gpu_type_weights)
 
 
 class _Cycle:
