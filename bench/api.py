@@ -44,6 +44,8 @@ from stores import POSTGRES_ADMIN_URL, postgres_database
 
 from support.server import ServerProcess, wait_for
 
+NOBODY = 65534
+
 CONFIG = """
 gpu_types: {cpu: {}, h100: {}, a100: {}}
 pools:
@@ -196,7 +198,8 @@ def drain(server: ServerProcess, tasks: int, seconds: float, out: Path) -> dict[
     """One array of ``tasks`` one-GPU tasks of ``seconds`` each on 8 GPUs; each task writes
     the time it ended. Efficiency: the ideal makespan over the measured one."""
     ends = out / f"drain-{secrets.token_hex(3)}"
-    ends.mkdir(mode=0o777)
+    ends.mkdir()
+    ends.chmod(0o777)  # mkdir's mode is cut by the umask
     body = {
         "team": "drainers",
         "command": ["sh", "-c", f"sleep {seconds}; date +%s.%N > {ends}/$GPUPOOL_ARRAY_INDEX"],
@@ -227,7 +230,8 @@ def cases(server: ServerProcess, args: argparse.Namespace, root: Path) -> dict:
     """The cases after the arrays, on one server, in this order (the submit case last: the
     jobs it leaves queued would slow the others' cycles)."""
     out = root / f"stamps-{secrets.token_hex(3)}"  # each store's jobs write their own files
-    out.mkdir(mode=0o777)
+    out.mkdir()
+    out.chmod(0o777)  # the jobs (nobody, under a root server) write their stamps here
     return {
         "submit_to_running": latency_with_queue(server, args.queued, args.probes, out),
         "burst_submit_to_running": latency_burst(server, args.burst, out),
@@ -259,7 +263,9 @@ def main() -> None:
         root = Path(tmp)
         root.chmod(0o777)
         config = root / "bench.yaml"
-        uid, gid = os.getuid(), os.getgid()
+        # A root server never runs a job as root: the bench's jobs then run as nobody (they
+        # write their stamps into this world-writable directory).
+        uid, gid = (os.getuid(), os.getgid()) if os.geteuid() else (NOBODY, NOBODY)
         config.write_text(CONFIG.replace("uid: 0, gid: 0", f"uid: {uid}, gid: {gid}"))
         stores = [s.strip() for s in args.stores.split(",") if s.strip()]
         arrays = {

@@ -17,6 +17,8 @@ from gpupool.core.errors import ConfigInvalid
 DEFAULT_URL = "http://127.0.0.1:8080"
 ROLES = ("all", "api", "controller")
 OIDC_ALGORITHMS = ("RS256", "ES256")
+# offline_access: a refresh token, so a signed-in user is not asked again every hour.
+DEFAULT_CLI_SCOPE = "openid profile offline_access"
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,11 @@ class OidcSettings:
     ``GPUPOOL_OIDC_USERNAME_CLAIM`` (default ``preferred_username``, falling back to
     ``sub``), ``GPUPOOL_OIDC_ALGORITHMS`` (comma-separated, default ``RS256,ES256``) and
     ``GPUPOOL_OIDC_JWKS_URL`` (default: the issuer's discovery document says).
+
+    ``gpupool login`` signs users in with the provider's device flow as the public client
+    ``GPUPOOL_OIDC_CLIENT_ID`` (optional: without it users pass ``--client-id``), asking for
+    ``GPUPOOL_OIDC_CLI_SCOPE`` (default ``openid profile offline_access``; a provider that
+    derives the audience from the scope, such as Entra ID, needs the API's scope here).
     """
 
     issuer: str
@@ -36,6 +43,8 @@ class OidcSettings:
     username_claim: str = "preferred_username"
     algorithms: tuple[str, ...] = OIDC_ALGORITHMS
     jwks_url: str | None = None
+    client_id: str | None = None
+    cli_scope: str = DEFAULT_CLI_SCOPE
 
 
 def load_oidc(env: Mapping[str, str]) -> OidcSettings | None:
@@ -64,6 +73,8 @@ def load_oidc(env: Mapping[str, str]) -> OidcSettings | None:
         username_claim=env.get("GPUPOOL_OIDC_USERNAME_CLAIM", "").strip() or "preferred_username",
         algorithms=algorithms,
         jwks_url=env.get("GPUPOOL_OIDC_JWKS_URL", "").strip() or None,
+        client_id=env.get("GPUPOOL_OIDC_CLIENT_ID", "").strip() or None,
+        cli_scope=" ".join(env.get("GPUPOOL_OIDC_CLI_SCOPE", "").split()) or DEFAULT_CLI_SCOPE,
     )
 
 
@@ -209,6 +220,12 @@ def load_tls(env: Mapping[str, str], overrides: Mapping[str, object]) -> TlsFile
         if not Path(given[key]).is_file():
             raise ConfigInvalid(f"{variable} (--ssl-{key}): no file at {given[key]}")
     return TlsFiles(Path(given["certfile"]).absolute(), Path(given["keyfile"]).absolute())
+
+
+def webhook_secret(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The signing secret of a webhook: the environment variable its ``secret_env`` names
+    (read when a message is sent, so a rotated secret applies without a restart)."""
+    return (os.environ if environ is None else environ).get(name)
 
 
 def sqlite_url(home: Path) -> str:

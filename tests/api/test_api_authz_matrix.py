@@ -66,8 +66,13 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("GET", "/docs"): Expect(PUBLIC),
     ("GET", "/docs/oauth2-redirect"): Expect(PUBLIC),
     ("GET", "/redoc"): Expect(PUBLIC),
+    ("GET", "/docs/swagger-ui-bundle.js"): Expect(PUBLIC),
+    ("GET", "/docs/swagger-ui.css"): Expect(PUBLIC),
+    ("GET", "/docs/redoc.standalone.js"): Expect(PUBLIC),
+    ("GET", "/docs/favicon.png"): Expect(PUBLIC),
     ("GET", "/healthz"): Expect(PUBLIC),
     ("GET", "/readyz"): Expect(PUBLIC),
+    ("GET", "/v1/auth/config"): Expect(PUBLIC),
     ("POST", "/v1/jobs"): Expect(
         {**MUTATE_TEAM, "platform admin": 201, "team admin": 201, "member": 201},
         body={"command": ["true"], "team": "team-a"},
@@ -88,6 +93,12 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("GET", "/v1/pools"): Expect(SIGNED_IN),
     ("GET", "/v1/whoami"): Expect(SIGNED_IN),
     ("GET", "/v1/audit"): Expect(ADMINS),
+    # Every signed-in user manages their own tokens; {token_id} is one of alice's (the member).
+    ("POST", "/v1/tokens"): Expect(
+        statuses(201, 201, 201, 201, 201, 401), body={"description": "matrix"}
+    ),
+    ("GET", "/v1/tokens"): Expect(SIGNED_IN),
+    ("DELETE", "/v1/tokens/{token_id}"): Expect(statuses(200, 404, 200, 404, 404, 401)),
     ("GET", "/v1/config"): Expect(PLATFORM_ADMIN),
     ("GET", "/v1/config/versions"): Expect(PLATFORM_ADMIN),
     # The configuration in force, sent back unchanged: a diff and an apply that change nothing.
@@ -95,6 +106,9 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("POST", "/v1/config"): Expect(
         PLATFORM_ADMIN, body={"yaml": DEMO_TEXT, "base_version": DEMO_VERSION}
     ),
+    ("GET", "/v1/budgets"): Expect(ADMINS, query={"team": "team-a"}),
+    ("PUT", "/v1/budgets/{team}/{name}"): Expect(PLATFORM_ADMIN, body={"gpu_hours": 1000}),
+    ("GET", "/v1/webhooks/deliveries"): Expect(PLATFORM_ADMIN),
     ("GET", "/v1/artifacts/{team}/{path:path}"): Expect(SIGNED_URL_ONLY, bearer=False),
     ("PUT", "/v1/artifacts/{team}/{path:path}"): Expect(SIGNED_URL_ONLY, bearer=False),
 }
@@ -158,6 +172,10 @@ def fill(path: str, api: Api) -> str:
             headers=api.as_("alice"),
         ).json()["id"],
         "team": lambda: "team-a",
+        "name": lambda: "monthly",
+        "token_id": lambda: api.client.post(
+            "/v1/tokens", json={"description": "to revoke"}, headers=api.as_("alice")
+        ).json()["id"],
         "path:path": lambda: "shared/x",
     }
     for name, value in params.items():

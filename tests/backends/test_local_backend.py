@@ -385,3 +385,21 @@ def test_as_root_a_job_without_a_posix_identity_is_refused_not_run_as_root(
     with pytest.raises(BackendRejected, match="'alice' has no POSIX identity"):
         LocalBackend(ctx, launcher=launched.append).submit(make_spec())
     assert launched == [] and not (tmp_path / "local" / POOL / "j.1").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root server switches users: run as root")
+@pytest.mark.parametrize(
+    "identity",
+    [
+        pytest.param(PosixIdentity(0, 1000), id="uid 0"),
+        pytest.param(PosixIdentity(1000, 0), id="gid 0"),
+    ],
+)
+def test_as_root_a_job_given_root_identity_by_the_configuration_is_refused(
+    tmp_path: Path, identity: PosixIdentity
+) -> None:
+    launched: list[Path] = []
+    ctx = AdapterContext(pool=POOL, gpu_type="t4", state_dir=tmp_path, gpus_per_node=4)
+    with pytest.raises(BackendRejected, match="'alice' has uid or gid 0"):
+        LocalBackend(ctx, launcher=launched.append).submit(make_spec(posix=identity))
+    assert launched == [] and not (tmp_path / "local" / POOL / "j.1").exists()

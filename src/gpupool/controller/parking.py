@@ -13,6 +13,7 @@ read is:
 * every team's quota (with its caps on GPU-less work) and cohort (:func:`quota_inputs`), the
   policy and the gpu types present (a job that takes any type tries each of them);
 * whether its jobs starve (a parked team has no starving job; its longest wait is kept);
+* the used-up budgets the cycle enforces (``Snapshot.budgets``): a change unparks every team;
 * the clock, through the running jobs' protection from preemption: a job younger than its
   priority's ``Policy.min_runtime_s`` may become a victim once it has run that long, so when
   that moment passed between two cycles nothing stays parked.
@@ -43,6 +44,7 @@ from itertools import chain
 from operator import attrgetter
 
 from gpupool.scheduler import (
+    BudgetBlock,
     CycleResult,
     PendingJob,
     PendingReason,
@@ -84,6 +86,7 @@ class Parking:
         self._pools: tuple[PoolView, ...] = ()
         self._running: tuple[RunningJob, ...] = ()
         self._quotas: QuotaInputs = ()
+        self._budgets: tuple[BudgetBlock, ...] = ()
         self._now = 0.0
 
     def clear(self) -> None:
@@ -118,6 +121,7 @@ class Parking:
             unparked |= hit
         self._policy, self._pools, self._running = policy, snapshot.pools, snapshot.running
         self._quotas, self._now = quotas, snapshot.now
+        self._budgets = snapshot.budgets
         self.teams = parked
         if touched is None or snapshot.nominations or policy.max_admissions is not None:
             return result
@@ -148,6 +152,7 @@ class Parking:
             or policy.max_admissions is not None
             or policy != self._policy
             or quotas != self._quotas
+            or snapshot.budgets != self._budgets
             or _protection_ended(snapshot.running, policy, self._now, snapshot.now)
         ):
             return {}

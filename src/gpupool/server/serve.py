@@ -8,8 +8,10 @@ routes). On SQLite one process runs, in role ``all``, and holds a lock next to t
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -138,6 +140,28 @@ def health_app(runtime: Runtime) -> FastAPI:
     return app
 
 
+class PortTaken(ConfigInvalid):
+    """The address the server should listen on is in use (another server, another program)."""
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """The server's listening socket, bound before anything starts: a taken port is refused
+    before the store is opened or a scheduler runs. uvicorn listens on it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror})"
+        raise PortTaken(
+            f"{host}:{port} {why}: is another gpupool server running? Stop it, or choose "
+            "another port with --port (GPUPOOL_PORT) or address with --host (GPUPOOL_HOST)"
+        ) from None
+    return sock
+
+
 def serve(
     settings: Settings,
     config_path: Path | None,
@@ -145,7 +169,8 @@ def serve(
 ) -> None:
     store_lock = hold_store(settings)  # released when serving ends, however it ends
     try:
-        _serve(settings, config_path, echo)
+        with bind_listener(settings.host, settings.port) as listener:
+            _serve(settings, config_path, echo, listener)
     finally:
         if store_lock is not None:
             store_lock.close()
@@ -155,6 +180,7 @@ def _serve(
     settings: Settings,
     config_path: Path | None,
     echo: Callable[[str], None],
+    listener: socket.socket,
 ) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -190,19 +216,25 @@ def _serve(
     limits = settings.limits
     if role != "api":  # an API replica leaves scheduling to the controllers
         runtime.controller.start()
+        runtime.webhooks.start()
     try:
-        uvicorn.run(
-            health_app(runtime) if role == "controller" else create_app(runtime),
-            host=settings.host,
-            port=settings.port,
-            # Header and body read deadlines: a request that never ends holds nothing long.
-            http=guarded_protocol(limits.header_timeout_s, limits.body_timeout_s),
-            log_level=settings.log_level.lower(),
-            access_log=settings.log_level.lower() == "debug",
-            log_config=uvicorn_log_config(),
-            # TLS by uvicorn (--ssl-certfile/--ssl-keyfile); else plain HTTP or a proxy's.
-            ssl_certfile=str(settings.tls.certfile) if settings.tls else None,
-            ssl_keyfile=str(settings.tls.keyfile) if settings.tls else None,
+        server = uvicorn.Server(
+            uvicorn.Config(
+                health_app(runtime) if role == "controller" else create_app(runtime),
+                host=settings.host,
+                port=settings.port,
+                # Header and body read deadlines: a request that never ends holds nothing long.
+                http=guarded_protocol(limits.header_timeout_s, limits.body_timeout_s),
+                log_level=settings.log_level.lower(),
+                access_log=settings.log_level.lower() == "debug",
+                log_config=uvicorn_log_config(),
+                # TLS by uvicorn (--ssl-certfile/--ssl-keyfile); else plain HTTP or a proxy's.
+                ssl_certfile=str(settings.tls.certfile) if settings.tls else None,
+                ssl_keyfile=str(settings.tls.keyfile) if settings.tls else None,
+            )
         )
+        server.run(sockets=[listener])
+        if not server.started:  # uvicorn has logged why (a TLS file it could not load, ...)
+            raise SystemExit(3)
     finally:
         runtime.close()

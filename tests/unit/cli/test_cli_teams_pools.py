@@ -50,6 +50,21 @@ def test_pools(api: FakeApi, runner: CliRunner) -> None:
     assert "local-h100" in result.stdout and "3/8" in result.stdout and "team-b" in result.stdout
 
 
+def test_pools_say_which_is_unavailable_and_why(api: FakeApi, runner: CliRunner) -> None:
+    down = pool_json(name="slurm-a100", available=False, message="sinfo: connection refused")
+    api.add("GET", "/v1/pools", json={"items": [pool_json(), down]})
+
+    table = runner.invoke(app, ["pools"], terminal_width=200)
+    listed = runner.invoke(app, ["pools", "--json"])
+
+    assert table.exit_code == 0, table.output
+    assert "unavailable: sinfo: connection refused" in table.stdout
+    assert [(p["name"], p["available"], p["message"]) for p in json.loads(listed.stdout)] == [
+        ("local-h100", True, ""),
+        ("slurm-a100", False, "sinfo: connection refused"),
+    ]
+
+
 def test_whoami(api: FakeApi, runner: CliRunner) -> None:
     api.add("GET", "/v1/whoami", json=whoami_json(platform_admin=True))
 

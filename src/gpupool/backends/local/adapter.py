@@ -180,6 +180,12 @@ class LocalBackend:
                 f"user {spec.user!r} has no POSIX identity (uid, gid) in the configuration, "
                 "and a local pool never runs a job as root: add them under users:"
             )
+        if self._switch_users and spec.posix is not None and 0 in (spec.posix.uid, spec.posix.gid):
+            # uid or gid 0 in users: would hand a tenant's job root's identity.
+            raise BackendRejected(
+                f"user {spec.user!r} has uid or gid 0 in the configuration, and a local pool "
+                "never runs a job as root: give them their own uid and gid under users:"
+            )
 
     def _make_root(self) -> None:
         self.root.mkdir(mode=0o711, parents=True, exist_ok=True)
