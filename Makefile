@@ -34,8 +34,8 @@ $(STAMP): pyproject.toml | $(UV)
 run: $(RUN_STAMP)
 	$(BIN)/gpupool server --config $(CONFIG)
 
-# The Slurm and Ray test clusters, the OIDC provider, Azurite and the S3 server are started by
-# the tests themselves (scripts/*/up.sh, as root) and stopped here afterwards;
+# The Slurm and Ray test clusters, the OIDC provider, Azurite, the S3 server and Prometheus are
+# started by the tests themselves (scripts/*/up.sh, as root) and stopped here afterwards;
 # GPUPOOL_KEEP_CLUSTERS=1 leaves them running.
 test: $(STAMP)
 	status=0; $(BIN)/pytest $(PYTEST_ARGS) || status=$$?; \
@@ -43,6 +43,7 @@ test: $(STAMP)
 	  scripts/slurm/down.sh >/dev/null 2>&1 || true; scripts/ray/down.sh >/dev/null 2>&1 || true; \
 	  scripts/oidc/down.sh >/dev/null 2>&1 || true; \
 	  scripts/azurite/down.sh >/dev/null 2>&1 || true; scripts/s3/down.sh >/dev/null 2>&1 || true; \
+	  scripts/prometheus/down.sh >/dev/null 2>&1 || true; \
 	fi; exit $$status
 
 lint: $(STAMP)

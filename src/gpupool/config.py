@@ -181,6 +181,8 @@ class Settings:
     # The controller lease (PostgreSQL): renewed every lease_renew_s, lost after lease_s.
     lease_renew_s: float = 1.0
     lease_s: float = 6.0
+    # Where Prometheus metrics are served (host, port), apart from the API; None: not served.
+    metrics_address: tuple[str, int] | None = None
 
     @property
     def api_url(self) -> str:
@@ -261,13 +263,34 @@ def load_lease(env: Mapping[str, str]) -> tuple[float, float]:
     return renew_s, lease_s
 
 
+def load_metrics_address(
+    env: Mapping[str, str], overrides: Mapping[str, object]
+) -> tuple[str, int] | None:
+    """``GPUPOOL_METRICS_ADDRESS`` (``--metrics-address``): ``HOST:PORT`` (``[::1]:PORT`` for
+    IPv6), or a bare port on 127.0.0.1. Unset: no metrics listener."""
+    raw = str(overrides.get("metrics_address") or env.get("GPUPOOL_METRICS_ADDRESS") or "")
+    raw = raw.strip()
+    if not raw:
+        return None
+    host, sep, port = raw.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", raw
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigInvalid(
+            f"GPUPOOL_METRICS_ADDRESS={raw!r} (--metrics-address) is not HOST:PORT with a port "
+            "from 1 to 65535; e.g. 127.0.0.1:9464, [::1]:9464 or 0.0.0.0:9464"
+        )
+    return host, int(port)
+
+
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Settings from ``GPUPOOL_HOME``, ``GPUPOOL_DATABASE_URL``, ``GPUPOOL_HOST``,
     ``GPUPOOL_PORT``, ``GPUPOOL_LOG_LEVEL``, ``GPUPOOL_PUBLIC_URL`` and
     ``GPUPOOL_GRANT_KEY``; keyword overrides (CLI flags) win. TLS: :func:`load_tls`.
 
     Roles and the controller lease: ``GPUPOOL_ROLE`` (``--role``), ``GPUPOOL_LEASE_RENEW_S``
-    and ``GPUPOOL_LEASE_S``.
+    and ``GPUPOOL_LEASE_S``. Metrics: :func:`load_metrics_address`.
 
     Identity: ``GPUPOOL_DIRECTORY_FILE`` and the ``GPUPOOL_OIDC_*`` of :class:`OidcSettings`.
     Limits: the variables of :data:`LIMIT_VARIABLES` (:class:`ServerLimits`)."""
@@ -293,4 +316,5 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
         role=load_role(env, overrides),
         lease_renew_s=renew_s,
         lease_s=lease_s,
+        metrics_address=load_metrics_address(env, overrides),
     )

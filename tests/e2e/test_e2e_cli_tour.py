@@ -137,7 +137,7 @@ def test_tour(server: ServerProcess, open_dir: Path) -> None:
     )
 
     teams = cli_json(server, "alice", "teams")
-    assert [t["name"] for t in teams] == ["team-a"]  # type: ignore[index, union-attr]
+    assert [t["name"] for t in teams["items"]] == ["team-a"]  # type: ignore[index]
     pools = cli(server, "bob", "pools")
     assert "demo-shared-dev-h100-pool" in pools.stdout
     denied = cli(server, "alice", "logs", eval_job)

@@ -90,7 +90,16 @@ simulate.register(app)
 # What a client-only install (`pip install gpupool`: the CLI and the SDK) leaves out; the
 # operator commands (server, db, doctor, simulate, ...) import them when they run.
 SERVER_PACKAGES = frozenset(
-    {"sqlalchemy", "alembic", "fastapi", "uvicorn", "psutil", "jwt", "fastapi_offline"}
+    {
+        "sqlalchemy",
+        "alembic",
+        "fastapi",
+        "uvicorn",
+        "psutil",
+        "jwt",
+        "fastapi_offline",
+        "prometheus_client",
+    }
 )
 
 

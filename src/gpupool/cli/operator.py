@@ -85,6 +85,13 @@ def server(
             "PostgreSQL). Default: $GPUPOOL_ROLE, else all."
         ),
     ] = None,
+    metrics_address: Annotated[
+        str | None,
+        typer.Option(
+            help="HOST:PORT to serve Prometheus metrics on (/metrics, no token: keep it on a "
+            "private address). Default: $GPUPOOL_METRICS_ADDRESS, else not served."
+        ),
+    ] = None,
 ) -> None:
     """Run the control plane (API + scheduler) on this machine."""
     from gpupool.controller.leader import StoreInUse
@@ -100,6 +107,7 @@ def server(
         role=role,
         ssl_certfile=ssl_certfile,
         ssl_keyfile=ssl_keyfile,
+        metrics_address=metrics_address,
     )
     try:
         serve(settings, config, echo=typer.echo)

@@ -55,6 +55,7 @@ from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService, SubmitResult
 from gpupool.controller.fairshare import HORIZON_HALF_LIVES, UsageInterval, decayed_usage
 from gpupool.controller.leader import Leadership, LeaseLost, SoleLeader
+from gpupool.controller.observer import CycleSeen, NullObserver, Observer
 from gpupool.controller.parking import Parking
 from gpupool.controller.snapshot import build_snapshot, policy_for
 from gpupool.controller.state import QueueState
@@ -147,6 +148,11 @@ class Controller:
         self.accrual = Accrual(sessions, config, clock, self.leader)
         # Used-up budgets the cycle enforces, evaluated every few seconds (budgets.py).
         self.budgets = BudgetWatch(sessions, clock, lambda session: self.leader.fence(session))
+        self.observe(NullObserver())
+
+    def observe(self, observer: Observer) -> None:
+        """Tell ``observer`` of steps, cycles and backend failures from now on (metrics)."""
+        self.observer = self._sync.observer = observer
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -229,6 +235,7 @@ class Controller:
         every ``FULL_CYCLE_S`` (so ``why`` stays fresh): an idle queue costs nothing."""
         if not self._leading():
             return self.last  # a standby: the leader syncs, schedules and dispatches
+        began = self._clock.monotonic()
         self.sync()
         self.send_cancels()
         self.refresh_capacity()
@@ -241,6 +248,7 @@ class Controller:
             self.last = self.schedule()
         self.dispatch()
         self.accrual.maybe_run()
+        self.observer.step(self._clock.monotonic() - began)
         return self.last
 
     def _leading(self) -> bool:
@@ -293,6 +301,7 @@ class Controller:
                 seen = future.result()
             except BackendError as exc:
                 log.warning("cannot read the capacity of pool %s: %s", pool, exc)
+                self.observer.backend_error(pool, "capacity", exc)
                 continue
             if seen is None:
                 self._capacity.pop(pool, None)
@@ -332,10 +341,24 @@ class Controller:
         if self.budgets.blocks:
             snapshot = dataclasses.replace(snapshot, budgets=self.budgets.blocks)
         started = self._clock.monotonic()
-        result = self._parking.cycle(snapshot, policy_for(config), self.queue.groups())
+        groups = self.queue.groups()
+        result = self._parking.cycle(snapshot, policy_for(config), groups)
         self._nominations = result.nominations
         cycle_ms = (self._clock.monotonic() - started) * 1000
         self._persist(result, now)
+        self.observer.cycle(
+            CycleSeen(
+                snapshot.now,
+                cycle_ms / 1000,
+                snapshot,
+                groups,
+                result,
+                self._reasons_of,
+                self.queue.started,
+                self.queue.pending_view,
+                frozenset(self._parking.teams),
+            )
+        )
         log.debug(
             "cycle: %d queued (%d teams parked), %d active, %d admitted in %.1f ms",
             len(self.queue),
@@ -388,6 +411,10 @@ class Controller:
         if len(written) > 2 * len(self.queue) + 1000:  # jobs that left the queue meanwhile
             queued = self.queue.queued_ids()
             self._reasons = {k: v for k, v in written.items() if k in queued}
+
+    def _reasons_of(self, job_id: str) -> tuple[PendingReason, ...] | None:
+        written = self._reasons.get(job_id)
+        return None if written is None else written[0]
 
     def _mark_victim(self, session: Session, preemption: Preemption, now: datetime) -> None:
         """Record the decision; ``send_cancels`` signals the victim, and when it has ended
@@ -462,6 +489,7 @@ class Controller:
                 # after the pool's backoff. The message names the cause, never a secret.
                 log.warning("cannot mint the data grant of %s.%d: %s", job.id, attempt.number, exc)
                 self.backoff.failed(attempt.pool, now, f"data grant: {exc}")
+                self.observer.backend_error(attempt.pool, "dispatch", exc)
                 with self._lock:
                     self._inflight.discard(attempt.id)
                 continue
@@ -486,6 +514,8 @@ class Controller:
 
     def _submitted(self, attempt_id: int, spec: JobSpec, result: SubmitResult) -> None:
         recorded = False
+        if not isinstance(result, JobHandle):
+            self.observer.backend_error(spec.pool, "dispatch", result)
         try:
             self._record_submission(attempt_id, spec, result)
             # An unavailable backend leaves the attempt to be submitted again after backoff.

@@ -239,6 +239,17 @@ class QueueState:
     def queued_ids(self) -> set[str]:
         return set(self._queued)
 
+    def pending_view(self, job_id: str) -> PendingJob | None:
+        """A queued job as the scheduler sees it; None when it is not queued."""
+        row = self._queued.get(job_id)
+        return None if row is None else pending_job(row)
+
+    def started(self, job_id: str) -> bool:
+        """Whether an active job's attempt runs (started), not only admitted. One dictionary
+        read, so an observer may call it from another thread."""
+        entry = self._active.get(job_id)
+        return entry is not None and entry[0].started_at is not None
+
     def __len__(self) -> int:
         return len(self._queued)
 

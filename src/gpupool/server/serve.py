@@ -28,6 +28,7 @@ from gpupool.core.errors import ConfigInvalid, Conflict
 from gpupool.data.redaction import install_logging, uvicorn_log_config
 from gpupool.server.app import create_app
 from gpupool.server.http_guard import guarded_protocol, raise_open_files_limit
+from gpupool.server.metrics.exporter import Metrics
 from gpupool.server.routes import health
 from gpupool.server.runtime import Runtime, build_runtime, is_postgres, prepare_storage
 from gpupool.spec.load import load_config, parse_config
@@ -168,12 +169,31 @@ def serve(
     echo: Callable[[str], None] = print,
 ) -> None:
     store_lock = hold_store(settings)  # released when serving ends, however it ends
+    metrics_socket = None
     try:
         with bind_listener(settings.host, settings.port) as listener:
-            _serve(settings, config_path, echo, listener)
+            metrics_socket = bind_metrics(settings)
+            _serve(settings, config_path, echo, listener, metrics_socket)
     finally:
+        if metrics_socket is not None:
+            metrics_socket.close()
         if store_lock is not None:
             store_lock.close()
+
+
+def bind_metrics(settings: Settings) -> socket.socket | None:
+    """The metrics listener (``GPUPOOL_METRICS_ADDRESS``), bound before anything starts, as
+    the API's is; None when metrics are not served."""
+    if settings.metrics_address is None:
+        return None
+    host, port = settings.metrics_address
+    try:
+        return bind_listener(host, port)
+    except PortTaken:
+        raise PortTaken(
+            f"the metrics address {host}:{port} cannot be bound (in use, or not an address of "
+            "this machine): choose another with --metrics-address (GPUPOOL_METRICS_ADDRESS)"
+        ) from None
 
 
 def _serve(
@@ -181,6 +201,7 @@ def _serve(
     config_path: Path | None,
     echo: Callable[[str], None],
     listener: socket.socket,
+    metrics_listener: socket.socket | None = None,
 ) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -214,13 +235,26 @@ def _serve(
     soft, _ = raise_open_files_limit()  # room for connections (slow clients are cut below)
     log.debug("open files limit: %d", soft)
     limits = settings.limits
+    app = health_app(runtime) if role == "controller" else create_app(runtime)
+    metrics = None
+    if metrics_listener is not None:
+        metrics = Metrics(
+            role,
+            runtime.controller.leader if role != "api" else None,
+            lambda pool: runtime.controller.backoff.health(pool).available,
+        )
+        runtime.controller.observe(metrics.recorder)
+        app = metrics.wrap(app)
+        metrics.serve(metrics_listener)
+        host, port = settings.metrics_address or ("", 0)
+        echo(f"metrics on http://{f'[{host}]' if ':' in host else host}:{port}/metrics")
     if role != "api":  # an API replica leaves scheduling to the controllers
         runtime.controller.start()
         runtime.webhooks.start()
     try:
         server = uvicorn.Server(
             uvicorn.Config(
-                health_app(runtime) if role == "controller" else create_app(runtime),
+                app,
                 host=settings.host,
                 port=settings.port,
                 # Header and body read deadlines: a request that never ends holds nothing long.
@@ -237,4 +271,6 @@ def _serve(
         if not server.started:  # uvicorn has logged why (a TLS file it could not load, ...)
             raise SystemExit(3)
     finally:
+        if metrics is not None:
+            metrics.close()
         runtime.close()

@@ -98,7 +98,7 @@ def test_show_json(api: FakeApi, runner: CliRunner) -> None:
 
     result = runner.invoke(app, ["budget", "show", "--json"])
 
-    assert [b["name"] for b in json.loads(result.stdout)] == ["monthly"]
+    assert [b["name"] for b in json.loads(result.stdout)["items"]] == ["monthly"]
 
 
 def test_deliveries(api: FakeApi, runner: CliRunner) -> None:

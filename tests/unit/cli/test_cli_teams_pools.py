@@ -38,7 +38,7 @@ def test_teams_json(api: FakeApi, runner: CliRunner) -> None:
 
     result = runner.invoke(app, ["teams", "--json"])
 
-    assert [t["name"] for t in json.loads(result.stdout)] == ["team-a", "team-b"]
+    assert [t["name"] for t in json.loads(result.stdout)["items"]] == ["team-a", "team-b"]
 
 
 def test_pools(api: FakeApi, runner: CliRunner) -> None:
@@ -59,7 +59,9 @@ def test_pools_say_which_is_unavailable_and_why(api: FakeApi, runner: CliRunner)
 
     assert table.exit_code == 0, table.output
     assert "unavailable: sinfo: connection refused" in table.stdout
-    assert [(p["name"], p["available"], p["message"]) for p in json.loads(listed.stdout)] == [
+    assert [
+        (p["name"], p["available"], p["message"]) for p in json.loads(listed.stdout)["items"]
+    ] == [
         ("local-h100", True, ""),
         ("slurm-a100", False, "sinfo: connection refused"),
     ]

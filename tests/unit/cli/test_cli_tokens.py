@@ -42,7 +42,7 @@ def test_token_list_shows_no_secret(api: FakeApi, runner: CliRunner) -> None:
     assert table.exit_code == 0, table.output
     assert "0a1b2c3d4e5f" in table.stdout and "active" in table.stdout
     assert "revoked" in table.stdout
-    assert [t["id"] for t in json.loads(listed.stdout)] == ["0a1b2c3d4e5f", "99ff"]
+    assert [t["id"] for t in json.loads(listed.stdout)["items"]] == ["0a1b2c3d4e5f", "99ff"]
 
 
 def test_token_revoke_sends_only_the_id_of_the_printed_token(
