@@ -99,7 +99,7 @@ def run_cycle(snapshot: Snapshot, policy: Policy | None = None) -> CycleResult:
 
 
 def _run(snapshot: Snapshot, policy: Policy) -> CycleResult:
-    workspace = build_workspace(snapshot)  # 1
+    workspace = build_workspace(snapshot, policy)  # 1
     reservations = Reservations(workspace, policy)
     first = Decisions()
     decided = honour_nominations(  # 2
@@ -137,10 +137,12 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def build_workspace(snapshot: Snapshot) -> Workspace:
+def build_workspace(snapshot: Snapshot, policy: Policy | None = None) -> Workspace:
     """Step 1: the mutable copy that admissions of this cycle are applied to (no-borrow
-    budgets already applied to its quotas: :mod:`gpupool.scheduler.budgets`)."""
-    return Workspace(without_borrowing(snapshot))
+    budgets already applied to its quotas: :mod:`gpupool.scheduler.budgets`; gpu types weighed
+    in the fair share by ``policy.gpu_type_weights``)."""
+    weights = None if policy is None else policy.gpu_type_weights
+    return Workspace(without_borrowing(snapshot), weights)
 
 
 class _Cycle:

@@ -26,8 +26,8 @@ from typing import TypeVar
 from gpupool.scheduler.snapshot import PendingJob
 
 JobKey = tuple[int, float, float, str]
-# team, gpus, nodes, priority, gpu types, cpus, memory_gb, max_runtime_s
-Request = tuple[str, int, int, int, tuple[str, ...], float, float, float | None]
+# team, gpus, nodes, priority, gpu types, cpus, memory_gb, max_runtime_s, backend
+Request = tuple[str, int, int, int, tuple[str, ...], float, float, float | None, str | None]
 T = TypeVar("T")
 _MISSING = object()
 HeadKey = tuple[int, int, float, float, float, int, float, str]
@@ -100,7 +100,15 @@ _BY_TYPES = attrgetter("gpu_types")
 _BY_GPUS = attrgetter("gpus")
 _BY_NODES = attrgetter("nodes")
 _REQUEST = attrgetter(
-    "team", "gpus", "nodes", "priority", "gpu_types", "cpus", "memory_gb", "max_runtime_s"
+    "team",
+    "gpus",
+    "nodes",
+    "priority",
+    "gpu_types",
+    "cpus",
+    "memory_gb",
+    "max_runtime_s",
+    "backend",
 )
 
 

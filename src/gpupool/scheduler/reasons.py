@@ -42,6 +42,22 @@ def no_pool(gpu_type: str, team: str, exists: bool) -> PendingReason:
     return PendingReason(gpu_type, ReasonCode.NO_POOL, message)
 
 
+def no_pool_of_backend(gpu_type: str, backend: str) -> PendingReason:
+    message = f"the job is pinned to backend {backend}, and no {gpu_type} pool runs on it"
+    return PendingReason(gpu_type, ReasonCode.NO_POOL, message)
+
+
+def no_gang(gpu_type: str, shape: Shape, backends: Sequence[str]) -> PendingReason:
+    """TOO_LARGE for a multi-node job where only pools of backends that run no gangs would hold
+    it."""
+    message = (
+        f"no {gpu_type} pool whose backend runs multi-node jobs has "
+        f"{_plural(shape.nodes, 'node')} with {_per_node(shape)} each (pools on "
+        f"{', '.join(backends)} run single-node jobs only)"
+    )
+    return PendingReason(gpu_type, ReasonCode.TOO_LARGE, message)
+
+
 def too_large(gpu_type: str, shape: Shape) -> PendingReason:
     message = (
         f"no {gpu_type} pool has {_plural(shape.nodes, 'node')} with {_per_node(shape)} each, "
@@ -146,6 +162,39 @@ def preempting(gpu_type: str, victims: int, ending: int) -> PendingReason:
 
 def not_allowed(gpu_type: str, team: str, victims: Sequence[RunningJob], why: str) -> PendingReason:
     message = f"{gpu_type}: would fit by preempting {_jobs_of_teams(victims)}, but {why}"
+    return PendingReason(gpu_type, ReasonCode.PREEMPTION, message)
+
+
+# Why a running job is protected from preemption other than a reclaim of a guarantee (Q10).
+MIN_RUNTIME = "min_runtime"
+PREEMPTION_CAP = "preemption_cap"
+
+
+def protected(
+    gpu_type: str,
+    young: Sequence[RunningJob],
+    until: float,
+    capped: Sequence[RunningJob],
+    cap: int | None,
+) -> PendingReason:
+    """PREEMPTION: it would fit by preempting jobs that are protected: ``young`` have not run
+    their priority's minimum run time yet (the first is done at ``until``), ``capped`` were
+    preempted ``cap`` times already."""
+    parts = []
+    if young:
+        parts.append(
+            f"{_jobs_of_teams(young)} have not run their minimum run time yet "
+            f"(the first may be preempted from {until:g})"
+        )
+    if capped:
+        parts.append(
+            f"{_jobs_of_teams(capped)} were preempted {cap} times already "
+            "(scheduler.max_preemptions_per_job)"
+        )
+    message = (
+        f"{gpu_type}: would fit by preempting {_jobs_of_teams([*young, *capped])}, but "
+        f"{'; and '.join(parts)}; only a reclaim of a team's nominal quota may preempt them"
+    )
     return PendingReason(gpu_type, ReasonCode.PREEMPTION, message)
 
 

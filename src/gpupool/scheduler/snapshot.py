@@ -34,11 +34,15 @@ class NodeView:
 
 @dataclass(frozen=True, slots=True)
 class PoolView:
+    """One pool. ``gang``: its backend runs jobs of more than one node (it declares the GANG
+    capability); a pool without it is never given a multi-node job, which it could not run."""
+
     name: str
     gpu_type: str
     backend: str
     nodes: tuple[NodeView, ...]
     dedicated_to: str | None = None
+    gang: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,8 @@ class RunningJob:
     terminating: bool = False
     # When it will have ended at the latest (started + max_runtime_s); None = unknown.
     ends_by: float | None = None
+    # How often the job was preempted before this attempt (Policy.max_preemptions_per_job).
+    preemptions: int = 0
     # Derived: the devices of all placements. Stored once at construction because every cycle
     # reads it for each running job (usage, what-ifs); never passed in.
     gpus: int = field(init=False, repr=False, compare=False)
@@ -119,6 +125,9 @@ class PendingJob:
     # Starvation counts from here: a victim requeued with its old submit time has not waited,
     # and must not jump ahead of the job that reclaimed its GPUs.
     queued_at: float | None = None
+    # The backend it was pinned to at submit (``None``: any, ``backend: auto``): only pools of
+    # that backend are eligible.
+    backend: str | None = None
 
     @property
     def total_gpus(self) -> int:
@@ -255,6 +264,12 @@ class Policy:
     teams' decayed ``usage_history`` per weight decides between them (Q4).
     ``queueing``: with ``STRICT_FIFO`` a team whose head job waits starts nothing else this
     cycle; its later jobs wait with a BLOCKED reason naming the head.
+    ``max_preemptions_per_job``: a job preempted this many times is no longer a victim, except
+    for a reclaim of a guarantee (``None``: no cap).
+    ``min_runtime_s``: per priority value, how long a job must have run (since
+    ``RunningJob.started_at``) before it may be preempted, except for a reclaim of a guarantee.
+    ``gpu_type_weights``: what one GPU of each type counts in the fair share (its price, see
+    :func:`gpupool.core.quota.weighted_share`); a type not listed counts 1.
     """
 
     gpu_type_order: tuple[str, ...] = ()
@@ -265,6 +280,9 @@ class Policy:
     starvation_after_s: float | None = None
     fair_share_tolerance: float = 1e-9
     queueing: Queueing = Queueing.BEST_EFFORT_FIFO
+    max_preemptions_per_job: int | None = 3
+    min_runtime_s: dict[int, float] = field(default_factory=dict)
+    gpu_type_weights: dict[str, float] = field(default_factory=dict)
 
 
 class ReasonCode(StrEnum):

@@ -104,7 +104,7 @@ class Simulation:
         }
         self.meter = UsageMeter(config.scheduler.fair_share_half_life_s)
         self.nominations: tuple[Nomination, ...] = ()  # handed from cycle to cycle, as there
-        self.pools = PoolState(config)
+        self.pools = PoolState(config, gang=lambda _: True)  # the fake backend runs gangs
         self.parking = Parking()
         self.queues: dict[str, TeamQueue] = {}  # the waiting jobs, team by team
         self._running: tuple[RunningJob, ...] | None = ()  # None: changed since last built
@@ -282,6 +282,7 @@ class Simulation:
             pool=pool,
             placements=placements,
             started_at=now,
+            preemptions=record.preempted,
         )
         record.started = now
         record.pool = pool

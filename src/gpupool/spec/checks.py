@@ -17,6 +17,10 @@ Decisions recorded here:
 * A quota of the ``cpu`` type counts no GPUs: ``nominal``, ``borrowing_limit`` and
   ``lending_limit`` there are errors (they would bound nothing); ``cpus`` and ``memory_gb`` are
   what bound a team's jobs on ``cpu`` pools.
+* A pool on a backend no adapter is registered for (``kubernetes``, ``azure-batch``,
+  ``azure-ml`` today: ``gpupool.backends.registry.ADAPTERS`` decides) is an error, and so is
+  ``autoscale.mode: autoscale``, which nothing implements yet: the configuration accepts both
+  names for what is to come, but jobs sent there would only fail or wait forever.
 * A budget sets exactly one limit (``gpu_hours`` or ``amount``); only a ``custom`` period takes
   ``start`` and ``end``, and it needs both. Budget names are unique within a team (alerts and
   ``gpupool budget set`` name a budget by team and name), and so are webhook names.
@@ -30,9 +34,10 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from gpupool.backends.registry import implemented
 from gpupool.data.roots import RootProblem, parse_root
 from gpupool.spec.currencies import ISO_4217
-from gpupool.spec.models import NAME_PATTERN, ClusterConfig, Quota
+from gpupool.spec.models import BACKENDS, NAME_PATTERN, ClusterConfig, Quota
 from gpupool.spec.problems import (
     Finding,
     did_you_mean,
@@ -101,7 +106,22 @@ def check_pools(config: ClusterConfig) -> Iterator[Finding]:
                 f"pool {pool.name!r} of gpu type {CPU_TYPE!r} has GPUs on its nodes",
                 "set node.gpus: 0, or name the GPU model as the pool's gpu_type",
             )
+        if not implemented(pool.backend):
+            usable = ", ".join(b for b in BACKENDS if implemented(b))
+            yield Finding(
+                ("pools", i, "backend"),
+                f"backend {pool.backend!r} has no adapter yet: jobs sent to pool {pool.name!r} "
+                "could never run",
+                f"use one of: {usable}",
+            )
         scale = pool.autoscale
+        if scale.mode == "autoscale":
+            yield Finding(
+                ("pools", i, "autoscale", "mode"),
+                f"autoscaling is not implemented yet: pool {pool.name!r} would never get more "
+                "nodes than it has",
+                "use 'mode: fixed' and set nodes: to the pool's size",
+            )
         if scale.max_nodes is not None and scale.min_nodes > scale.max_nodes:
             yield Finding(
                 ("pools", i, "autoscale", "max_nodes"),

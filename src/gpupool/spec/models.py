@@ -25,6 +25,12 @@ class _Strict(BaseModel):
 class GpuType(_Strict):
     price_per_gpu_hour: float = Field(default=0.0, ge=0)
     spot_price_per_gpu_hour: float | None = Field(default=None, ge=0)
+    fair_share_weight: float | None = Field(
+        default=None,
+        ge=0,
+        description="What one GPU of this type counts in the fair share; default: its "
+        "price_per_gpu_hour (every type counts 1 when no type has a price).",
+    )
 
 
 class NodeShape(_Strict):
@@ -85,6 +91,12 @@ class Storage(_Strict):
 class PriorityClass(_Strict):
     value: int
     default: bool = False
+    min_runtime_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="A job of this class is not preempted before it has run this long, "
+        "except to give a team GPUs of its own nominal quota back (reclaim).",
+    )
 
 
 class BorrowWithinCohort(_Strict):
@@ -199,6 +211,12 @@ class SchedulerSettings(_Strict):
     )
     preemption: Preemption = Field(default=Preemption(), description="For teams without a cohort.")
     preemption_budget: int = Field(default=10, ge=0, le=10_000, description="Victims per cycle.")
+    max_preemptions_per_job: int | None = Field(
+        default=3,
+        ge=0,
+        description="A job preempted this often is preempted again only to give a team GPUs of "
+        "its own nominal quota back (reclaim); null: no cap.",
+    )
     fair_share_half_life_s: float = Field(default=3600.0, gt=0, le=90 * 24 * 3600)
     starvation_after_s: float | None = Field(
         default=1800.0, gt=0, description="Waiting longer earns a reservation; null: never."
@@ -306,6 +324,27 @@ class ClusterConfig(_Strict):
                 memory = cpus * memory_per_cpu if quota.memory_gb is None else quota.memory_gb
                 caps[name][gpu_type] = (cpus, memory)
         return caps
+
+    def min_runtimes(self) -> dict[int, float]:
+        """Per priority value, the minimum run time before preemption (the running jobs carry
+        their priority's value): the longest of the classes with that value."""
+        runtimes: dict[int, float] = {}
+        for cls in self.priority_classes.values():
+            if cls.min_runtime_s > 0:
+                runtimes[cls.value] = max(runtimes.get(cls.value, 0.0), cls.min_runtime_s)
+        return runtimes
+
+    def fair_share_weights(self) -> dict[str, float]:
+        """What one GPU of each type counts in the fair share: its ``fair_share_weight``, else
+        its price per GPU-hour; when no type has either, every type counts 1."""
+        priced = any(t.price_per_gpu_hour > 0 for t in self.gpu_types.values())
+        weights = {}
+        for name, gpu_type in self.gpu_types.items():
+            if gpu_type.fair_share_weight is not None:
+                weights[name] = gpu_type.fair_share_weight
+            else:
+                weights[name] = gpu_type.price_per_gpu_hour if priced else 1.0
+        return weights
 
     def gpu_type_order(self) -> list[str]:
         """Preference order for jobs that accept any gpu type."""

@@ -59,7 +59,7 @@ CONFIG = ClusterConfig(
         Pool(name="p", backend="local", gpu_type="h100", nodes=1, node=NodeShape(gpus=4)),
         Pool(
             name="q",
-            backend="local",
+            backend="slurm",  # runs gangs (every pool is served by the fake backend here)
             gpu_type="t4",
             nodes=2,
             node=NodeShape(gpus=1),

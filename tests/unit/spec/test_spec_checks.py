@@ -118,7 +118,7 @@ CASES = [
                         backend: local
                         gpu_type: h100
                         node: {gpus: 4}
-                        autoscale: {mode: autoscale, min_nodes: 3, max_nodes: 1}  # <-
+                        autoscale: {mode: fixed, min_nodes: 3, max_nodes: 1}  # <-
                 """
             },
             path="pools[0].autoscale.max_nodes",
@@ -126,6 +126,44 @@ CASES = [
             hint="set max_nodes to at least 3",
         ),
         id="autoscale max below min",
+    ),
+    *(
+        pytest.param(
+            Case(
+                {
+                    "pools": f"""
+                        pools:
+                          - name: p
+                            backend: {backend}  # <-
+                            gpu_type: h100
+                            node: {{gpus: 4}}
+                    """
+                },
+                path="pools[0].backend",
+                message=f"backend '{backend}' has no adapter yet: jobs sent to pool 'p' could",
+                hint="use one of: local, slurm, ray",
+            ),
+            id=f"pool on {backend}, which has no adapter",
+        )
+        for backend in ("kubernetes", "azure-batch", "azure-ml")
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: local
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        autoscale: {mode: autoscale, min_nodes: 0, max_nodes: 4}  # <-
+                """
+            },
+            path="pools[0].autoscale.mode",
+            message="autoscaling is not implemented yet",
+            hint="use 'mode: fixed'",
+        ),
+        id="autoscale mode, which nothing implements",
     ),
     pytest.param(
         Case(
