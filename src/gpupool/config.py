@@ -1,4 +1,4 @@
-"""Process settings: the one place environment variables are read (DESIGN §3).
+"""Process settings: the one place environment variables are read (docs/architecture.md §3).
 
 Everything else receives a :class:`Settings` value. The cluster configuration (teams,
 pools, quotas) is a different thing: it is a YAML file, see ``gpupool.spec``.

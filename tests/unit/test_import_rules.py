@@ -1,4 +1,5 @@
-"""The import rules of DESIGN §3, checked on the source so a new module cannot break them."""
+"""The import rules of docs/architecture.md §3, checked on the source so a new module cannot break
+them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Typed exceptions for API errors: the inverse of the server's error→HTTP table (STYLE §9).
+"""Typed exceptions for API errors: the inverse of the server's error→HTTP table
+(docs/code-style.md §9).
 
 Every non-2xx answer carries ``{"error": {"code", "message", "details"}}``. ``raise_for_response``
 turns it back into the exception class registered for ``code`` in ``ERRORS_BY_CODE``. When the
@@ -201,7 +202,7 @@ def display_url(url: str) -> str:
 
 @contextmanager
 def map_transport_errors(url: str) -> Iterator[None]:
-    """Translate httpx transport failures into ``ConnectionFailed`` (STYLE §8)."""
+    """Translate httpx transport failures into ``ConnectionFailed`` (docs/code-style.md §8)."""
     try:
         yield
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:

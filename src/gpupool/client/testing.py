@@ -1,9 +1,11 @@
-"""A fake gpupool API for tests of code that uses the SDK (STYLE §12: fakes ship with the code).
+"""A fake gpupool API for tests of code that uses the SDK (docs/code-style.md §12: fakes ship with
+the code).
 
 ``FakeApi`` is a tiny router over ``httpx.MockTransport``: register canned answers (or handler
 functions) per ``(method, path)``, hand ``api.transport`` to ``Client(transport=...)``, then
 assert on ``api.requests``. Unregistered routes answer 404 ``not_found`` like the real server.
-The ``*_json`` builders produce wire payloads shaped as in DESIGN §7, with overridable fields.
+The ``*_json`` builders produce wire payloads shaped as in docs/architecture.md §7, with
+overridable fields.
 
     api = FakeApi()
     api.add("GET", "/v1/jobs/j-1", json=job_json(id="j-1"))

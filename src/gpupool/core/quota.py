@@ -1,7 +1,7 @@
 """Quota arithmetic for one team and one gpu type, and the cohort balance it borrows from.
 
 Quantities are whole GPUs of one gpu type, except the GPU-less cap at the end. ``used`` is what a
-team's admitted and running jobs hold now. Definitions (DESIGN §5.3, Kueue semantics):
+team's admitted and running jobs hold now. Definitions (docs/architecture.md §5.3, Kueue semantics):
 
 * ``borrowed(used) = max(0, used - nominal)``: usage above nominal is borrowed from the cohort.
 * ``lendable(used) = min(max(0, nominal - used), lending_limit)`` (no limit = no cap): the part of

@@ -1,4 +1,4 @@
-"""Keep secrets out of everything gpupool writes (D4, DESIGN §8).
+"""Keep secrets out of everything gpupool writes (D4, docs/architecture.md §8).
 
 :func:`redact` masks every credential shape gpupool knows: signed-URL signatures (Azure SAS
 ``sig=``, S3 ``X-Amz-Signature=`` and ``X-Amz-Credential=``, gpupool's own ``gp_sig=``),

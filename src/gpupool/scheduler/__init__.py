@@ -1,4 +1,4 @@
-"""Pure scheduling decisions (DESIGN §5). Imports only ``gpupool.core``.
+"""Pure scheduling decisions (docs/architecture.md §5). Imports only ``gpupool.core``.
 
 The single entry point is :func:`run_cycle`; the controller and the simulator call it.
 """

@@ -1,4 +1,5 @@
-"""Assignment: which gpu type, pool and nodes a job gets, graded and explained (DESIGN §5.3-5.5).
+"""Assignment: which gpu type, pool and nodes a job gets, graded and explained
+(docs/architecture.md §5.3-5.5).
 
 For each acceptable gpu type in order, :func:`assign` checks, cheapest and most permanent first:
 

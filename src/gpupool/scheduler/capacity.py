@@ -1,4 +1,5 @@
-"""Physical room: the mutable working copy of one pool's nodes during one cycle (DESIGN §5.4).
+"""Physical room: the mutable working copy of one pool's nodes during one cycle
+(docs/architecture.md §5.4).
 
 A :class:`PoolRoom` is built from an immutable :class:`PoolView` and then changed by each
 admission of the cycle, so later decisions in the same cycle see earlier ones.
@@ -15,7 +16,7 @@ Invariants:
   failed while no room was released, and so does every request at least as large in every
   dimension: ``_failed`` remembers a few such shapes to reject repeats in O(1).
 * :meth:`PoolRoom.release` and :meth:`PoolRoom.occupy` move exact devices and amounts, recorded
-  in a :class:`Held`, so every what-if can be undone exactly (STYLE §3).
+  in a :class:`Held`, so every what-if can be undone exactly (docs/code-style.md §3).
 """
 
 from __future__ import annotations

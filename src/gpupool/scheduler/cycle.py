@@ -1,4 +1,4 @@
-"""One scheduling cycle: ``run_cycle(snapshot, policy) -> CycleResult`` (DESIGN §5).
+"""One scheduling cycle: ``run_cycle(snapshot, policy) -> CycleResult`` (docs/architecture.md §5).
 
 The cycle is a pipeline; each numbered step is one function:
 

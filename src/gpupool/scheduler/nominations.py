@@ -1,4 +1,5 @@
-"""Nominated preemptors: the room a preemption frees goes to its preemptor (DESIGN §5.6).
+"""Nominated preemptors: the room a preemption frees goes to its preemptor (docs/architecture.md
+§5.6).
 
 A preemption takes effect cycles after it is decided: the victims are signalled, end within
 their grace period, and only then is their room free. A cycle remembers nothing of earlier ones,

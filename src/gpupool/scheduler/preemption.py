@@ -1,4 +1,5 @@
-"""Preemption: which running jobs a pending job may stop so that it fits (DESIGN §5.5-5.6, Q3).
+"""Preemption: which running jobs a pending job may stop so that it fits (docs/architecture.md
+§5.5-5.6, Q3).
 
 :meth:`Preemptor.resolve` runs only for a job that fits outright on none of its gpu types, and
 tries, first success wins:

@@ -1,4 +1,4 @@
-"""Team queues and the two orderings of the cycle (DESIGN §5.1-5.2).
+"""Team queues and the two orderings of the cycle (docs/architecture.md §5.1-5.2).
 
 Job order within a team (:func:`job_order`): starving jobs first (Q8, see
 :mod:`gpupool.scheduler.reservations`), oldest first among them; then priority high first,
@@ -65,7 +65,7 @@ def head_order(
     starving: bool = False,
     history: float = 0.0,
 ) -> HeadKey:
-    """The cross-team comparator (DESIGN §5.2, Q4, Q8), smallest first:
+    """The cross-team comparator (docs/architecture.md §5.2, Q4, Q8), smallest first:
 
     1. teams owed their guarantee: the head, or any job of the team's queue, fits within the
        team's nominal quota on an acceptable gpu type. Guarantees come first, even before

@@ -1,4 +1,4 @@
-"""Pending reasons as human sentences with the numbers behind them (DESIGN §5.8).
+"""Pending reasons as human sentences with the numbers behind them (docs/architecture.md §5.8).
 
 Each function builds the :class:`PendingReason` for one gpu type and one way of not fitting.
 Messages are read by people in ``gpupool why``: they name the team, the gpu type and the numbers

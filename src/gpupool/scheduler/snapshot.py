@@ -237,7 +237,7 @@ class BorrowWithinCohort(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class PreemptionPolicy:
-    """What a job may preempt to fit (DESIGN §5.6), per cohort.
+    """What a job may preempt to fit (docs/architecture.md §5.6), per cohort.
 
     ``borrow_max_priority_threshold``: with ``borrow_within_cohort=lower_priority``, only
     victims whose priority is at most this value may be preempted (``None`` = no cap).

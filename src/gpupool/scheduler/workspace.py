@@ -24,7 +24,7 @@ Invariants:
   although the preemptor is not admitted. Room is kept in the *present* state: victims still
   hold their devices, and the preemptor holds the free room it will need besides theirs. So no
   decision of the cycle hands out room that is not free now, and none hands out quota a
-  preemptor counts on (DESIGN §5.6).
+  preemptor counts on (docs/architecture.md §5.6).
 * ``claimed`` holds the ids of running jobs some preemptor of this cycle waits for; they are
   never chosen again.
 * ``epoch`` counts every change of room or quota (admissions, claims, reservations). Nothing a
@@ -381,8 +381,8 @@ class Workspace:
 
 
 class Simulation:
-    """Reversible what-if changes of a workspace (STYLE §3): remove running jobs or release holds,
-    read the workspace, and have everything restored on exit, in reverse order.
+    """Reversible what-if changes of a workspace (docs/code-style.md §3): remove running jobs or
+    release holds, read the workspace, and have everything restored on exit, in reverse order.
 
     Invariant: on exit room, usage, cohort balances and each touched pool's remembered failures
     are exactly what they were on entry; no epoch ever moves.

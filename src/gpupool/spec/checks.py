@@ -25,7 +25,7 @@ Decisions recorded here:
   ``start`` and ``end``, and it needs both. Budget names are unique within a team (alerts and
   ``gpupool budget set`` name a budget by team and name), and so are webhook names.
 * Names of gpu types, teams and cohorts follow the pool-name rule (DNS labels), because they
-  become Kubernetes namespaces, labels and ResourceFlavor names (REQUIREMENTS K1).
+  become Kubernetes namespaces, labels and ResourceFlavor names (docs/requirements.md K1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Import rule (DESIGN §3): ``client`` and ``cli`` never import server-side code."""
+"""Import rule (docs/architecture.md §3): ``client`` and ``cli`` never import server-side code."""
 
 from __future__ import annotations
 

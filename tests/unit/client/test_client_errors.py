@@ -1,4 +1,5 @@
-"""Error bodies map back to typed exceptions: the inverse of the server's table (STYLE §9)."""
+"""Error bodies map back to typed exceptions: the inverse of the server's table (docs/code-style.md
+§9)."""
 
 from __future__ import annotations
 
