@@ -9,7 +9,7 @@ from gpupool.config import ServerLimits
 from gpupool.server import errors
 from gpupool.server.audit import AuditMiddleware
 from gpupool.server.limits import BodyLimitMiddleware
-from gpupool.server.routes import arrays, artifacts, audit, cluster, config, health, jobs
+from gpupool.server.routes import arrays, artifacts, audit, cluster, config, health, jobs, usage
 from gpupool.server.runtime import Runtime
 from gpupool.server.services.logs import FollowerSlots
 
@@ -33,6 +33,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(audit.router)
     app.include_router(config.router)
     app.include_router(artifacts.router)
+    app.include_router(usage.router)
     # Every mutating request is recorded, including those refused before any route runs
     # (anonymous refusals are counted: see server.audit).
     app.add_middleware(AuditMiddleware, summary_every_s=limits.audit_summary_s)
