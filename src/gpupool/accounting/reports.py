@@ -1,14 +1,14 @@
 """Usage and cost reports (C1, C2): the summary and the per-attempt detail, from ledger totals.
 
 Inputs are what ``state.usage_reports`` reads for one period: GPU-milliseconds per key
-(:class:`Use`, rollups plus the unaccrued part of running attempts), per pool and hour
-capacity and use (:class:`PoolHour`), and the attempts themselves (:class:`Attempt`).
+(:class:`Use`, rollups plus the unaccrued part of running attempts), each pool's capacity
+(:class:`PoolCapacity`), and the attempts themselves (:class:`Attempt`).
 Nothing here reads a clock or a store.
 
 Summary rows: ``allocated`` is GPU time within the team's nominal quota, ``borrowed`` the time
-above it, and ``idle`` a share of the GPUs no one held: per pool and hour
-``max(0, capacity - used)`` (hours without capacity, such as gaps, have no idle). How idle is
-shared follows ``accounting.idle_cost``:
+above it, and ``idle`` a share of the GPUs no one held: per pool, capacity less use in the
+hours it has capacity for (hours without, such as gaps, have no idle; see
+:func:`idle_per_pool`). How idle is shared follows ``accounting.idle_cost``:
 
 * ``unshared``: one ``(idle)`` row per pool;
 * ``proportional``: over the teams that used the pool in the period, by their GPU time on it;
@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from gpupool.accounting.hours import epoch_ms, split_hours
 from gpupool.accounting.periods import Period
@@ -37,6 +37,7 @@ from gpupool.spec.models import ClusterConfig
 GROUP_FIELDS = ("team", "user", "gpu_type", "pool", "priority_class")
 DEFAULT_GROUP_BY = ("team", "gpu_type")
 IDLE = "(idle)"  # cannot be a team, user or class name: those allow no parentheses
+_HOUR = timedelta(hours=1)
 _TEAM_LEVEL = frozenset({"team", "gpu_type", "pool"})  # idle shares can land on these
 
 
@@ -72,13 +73,16 @@ class Use:
 
 
 @dataclass(frozen=True)
-class PoolHour:
-    """One pool in one UTC hour: its capacity (0 when none was recorded) and what was used."""
+class PoolCapacity:
+    """A pool's capacity GPU-ms in a range, and the spans of the range it has none for
+    (``holes``: gaps, hours before the ledger began or after now)."""
 
-    hour: datetime
     pool: str
-    capacity_ms: int
-    used_ms: int
+    gpu_ms: int
+    holes: tuple[tuple[datetime, datetime], ...] = ()
+
+    def covers(self, hour: datetime) -> bool:
+        return not any(start <= hour < end for start, end in self.holes)
 
 
 @dataclass(frozen=True)
@@ -132,9 +136,9 @@ class Summary:
 
 def unaccrued(
     attempts: Iterable[OpenAttempt], first: datetime, last: datetime, now: datetime
-) -> tuple[list[Use], list[PoolHour]]:
+) -> tuple[list[Use], dict[tuple[datetime, str], int]]:
     """What running attempts used in ``[first, last)`` since their last accrual, up to
-    ``now``: per key (all fields) and per pool and hour (capacity 0: only use)."""
+    ``now``: per key (every field), and per UTC hour and pool."""
     uses: list[Use] = []
     per_hour: dict[tuple[datetime, str], int] = defaultdict(int)
     for a in attempts:
@@ -157,20 +161,44 @@ def unaccrued(
                 priority_class=a.priority_class,
             )
         )
-    return uses, [PoolHour(h, p, 0, used) for (h, p), used in per_hour.items()]
+    return uses, dict(per_hour)
 
 
-def idle_per_pool(pool_hours: Iterable[PoolHour]) -> dict[str, int]:
-    """Idle GPU-ms per pool: per hour, capacity not used (never negative), summed."""
-    capacity: dict[tuple[datetime, str], int] = defaultdict(int)
-    used: dict[tuple[datetime, str], int] = defaultdict(int)
-    for ph in pool_hours:
-        capacity[ph.hour, ph.pool] += ph.capacity_ms
-        used[ph.hour, ph.pool] += ph.used_ms
-    idle: dict[str, int] = defaultdict(int)
-    for key, gpus in capacity.items():
-        idle[key[1]] += max(0, gpus - used[key])
-    return dict(idle)
+def holes(
+    first: datetime, last: datetime, hours: Iterable[datetime]
+) -> tuple[tuple[datetime, datetime], ...]:
+    """The spans of whole hours in ``[first, last)`` that are not in ``hours``."""
+    found: list[tuple[datetime, datetime]] = []
+    at = first
+    for hour in sorted(h for h in hours if first <= h < last):
+        if hour > at:
+            found.append((at, hour))
+        at = max(at, hour + _HOUR)
+    if at < last:
+        found.append((at, last))
+    return tuple(found)
+
+
+def idle_per_pool(
+    capacity: Iterable[PoolCapacity],
+    used: dict[str, int],
+    used_in_holes: dict[str, int],
+    late: dict[tuple[datetime, str], int],
+) -> dict[str, int]:
+    """Idle GPU-ms per pool: its capacity less what was used in the hours it has capacity
+    for (``used`` less ``used_in_holes``, plus the running attempts' unaccrued ``late`` use
+    of those hours), never negative.
+
+    Per pool and hour that is ``capacity - used``; summed over the period it equals the sum
+    of the hours' idle whenever no hour's use exceeds its capacity, which admission ensures
+    (the scheduler never places more GPUs than a pool has). One sum per pool keeps a month's
+    report to one pass over the rollups."""
+    idle: dict[str, int] = {}
+    for pool in capacity:
+        late_ms = sum(ms for (hour, p), ms in late.items() if p == pool.pool and pool.covers(hour))
+        counted = used.get(pool.pool, 0) - used_in_holes.get(pool.pool, 0) + late_ms
+        idle[pool.pool] = max(0, pool.gpu_ms - counted)
+    return idle
 
 
 def idle_shares(

@@ -5,8 +5,8 @@ A summary reads whole UTC hours ``[first, last)`` (``accounting.periods.hour_ran
 * :func:`uses`: ``usage_hours`` summed per team, gpu type, pool and node type (and user or
   priority class when grouped on them) with one ``GROUP BY``; the primary key leads with
   ``hour``, so the range is an index range on both stores;
-* :func:`pool_hours`: capacity and use per pool and hour, for idle (``capacity_hours`` and
-  ``usage_hours`` grouped by hour and pool);
+* :func:`capacity`: each pool's capacity in the range and the hours it has none for, and
+  :func:`used_in` the use in those hours (normally none: gaps are rare), for idle;
 * :func:`open_attempts`: the running attempts (``ended_at IS NULL``, ``ix_usage_ended``),
   whose time since ``accrued_until`` the rollups do not hold yet;
 * :func:`gaps`: ``accounting_gaps`` overlapping the range.
@@ -17,17 +17,25 @@ caller's session and only read.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from datetime import datetime
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from gpupool.accounting.reports import Attempt, OpenAttempt, PoolHour, Span, Use
+from gpupool.accounting.reports import (
+    Attempt,
+    OpenAttempt,
+    PoolCapacity,
+    Span,
+    Use,
+    holes,
+)
 from gpupool.state.models import AccountingGapRow, CapacityHourRow, UsageHourRow, UsageRow
 
 _KEY = ("team", "gpu_type", "pool", "node_type")  # always grouped: pricing and idle need them
 _OPTIONAL = ("user", "priority_class")
+_HOUR = timedelta(hours=1)
 
 
 def uses(session: Session, first: datetime, last: datetime, group_by: Sequence[str]) -> list[Use]:
@@ -46,19 +54,67 @@ def uses(session: Session, first: datetime, last: datetime, group_by: Sequence[s
     return found
 
 
-def pool_hours(session: Session, first: datetime, last: datetime) -> list[PoolHour]:
-    """Capacity and use of each pool in each hour of ``[first, last)`` that has either."""
-    capacity = select(CapacityHourRow.hour, CapacityHourRow.pool, CapacityHourRow.gpu_ms).where(
-        CapacityHourRow.hour >= first, CapacityHourRow.hour < last
+def capacity(session: Session, first: datetime, last: datetime) -> list[PoolCapacity]:
+    """Each pool's capacity in the hours ``[first, last)``, with the spans it has none for.
+
+    One aggregate per pool; a pool whose hours are not one contiguous run (a gap inside the
+    range) has its hours read to find the holes."""
+    query = (
+        select(
+            CapacityHourRow.pool,
+            func.sum(CapacityHourRow.gpu_ms),
+            func.count(),
+            func.min(CapacityHourRow.hour),
+            func.max(CapacityHourRow.hour),
+        )
+        .where(CapacityHourRow.hour >= first, CapacityHourRow.hour < last)
+        .group_by(CapacityHourRow.pool)
     )
-    used = (
-        select(UsageHourRow.hour, UsageHourRow.pool, func.sum(UsageHourRow.gpu_ms))
-        .where(UsageHourRow.hour >= first, UsageHourRow.hour < last)
-        .group_by(UsageHourRow.hour, UsageHourRow.pool)
-    )
-    found = [PoolHour(h, p, int(ms), 0) for h, p, ms in session.execute(capacity)]
-    found += [PoolHour(h, p, 0, int(ms)) for h, p, ms in session.execute(used)]
+    found = []
+    for pool, gpu_ms, count, low, high in session.execute(query).all():
+        low, high = _aware(low), _aware(high)
+        if count == (high - low) // _HOUR + 1:
+            # One run from low to high: the holes are before and after it.
+            ends = ((first, low), (high + _HOUR, last))
+            spans = tuple((start, end) for start, end in ends if start < end)
+        else:
+            rows = session.scalars(
+                select(CapacityHourRow.hour).where(
+                    CapacityHourRow.pool == pool,
+                    CapacityHourRow.hour >= first,
+                    CapacityHourRow.hour < last,
+                )
+            )
+            spans = holes(first, last, list(rows))
+        found.append(PoolCapacity(pool, int(gpu_ms), spans))
     return found
+
+
+def used_in(
+    session: Session, spans: Mapping[str, Sequence[tuple[datetime, datetime]]]
+) -> dict[str, int]:
+    """GPU-ms used on each pool within its given spans (one statement for all of them)."""
+    clauses = [
+        and_(UsageHourRow.pool == pool, UsageHourRow.hour >= start, UsageHourRow.hour < end)
+        for pool, pool_spans in spans.items()
+        for start, end in pool_spans
+    ]
+    if not clauses:
+        return {}
+    query = (
+        select(UsageHourRow.pool, func.sum(UsageHourRow.gpu_ms))
+        .where(or_(*clauses))
+        .group_by(UsageHourRow.pool)
+    )
+    return {pool: int(ms) for pool, ms in session.execute(query)}
+
+
+def _aware(at: datetime | str) -> datetime:
+    # An aggregate's value may come back without the column's type (SQLite: text, no zone);
+    # every stored time is UTC.
+    if isinstance(at, str):
+        at = datetime.fromisoformat(at)
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
 def open_attempts(session: Session, last: datetime) -> list[OpenAttempt]:

@@ -157,17 +157,16 @@ class UsageService:
             for period in ranges:
                 first, last = periods.hour_range(period)
                 uses = usage_reports.uses(session, first, last, group_by)
-                pool_hours = usage_reports.pool_hours(session, first, last)
+                pools = usage_reports.capacity(session, first, last)
+                # Rollups are never ahead of now: holes after it hold no use to subtract.
+                past = {p.pool: [h for h in p.holes if h[0] <= now] for p in pools}
+                used_in_holes = usage_reports.used_in(session, past)
+                used = {pool: sum(t.values()) for pool, t in use_by_pool_team(uses).items()}
                 late_uses, late_hours = unaccrued(running, first, last, now)
                 uses += late_uses
+                idle = idle_per_pool(pools, used, used_in_holes, late_hours)
                 summary.rows += summarize(
-                    config,
-                    period,
-                    group_by,
-                    uses,
-                    idle_per_pool([*pool_hours, *late_hours]),
-                    use_by_pool_team(uses),
-                    teams=teams,
+                    config, period, group_by, uses, idle, use_by_pool_team(uses), teams=teams
                 )
             gaps = usage_reports.gaps(session, start, end)
         summary.missing = missing_spans(gaps, start, end)
