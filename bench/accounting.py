@@ -210,7 +210,8 @@ def _rows(
     yield (
         "usage_hours",
         HOUR_COLUMNS,
-        ((hour_stamps[k[0]], *k[1:], v[0], v[1]) for k, v in ledger.hours.items()),
+        # In primary-key order: each insert appends to the key's B-tree.
+        ((hour_stamps[k[0]], *k[1:], v[0], v[1]) for k, v in sorted(ledger.hours.items())),
     )
     yield (
         "capacity_hours",
@@ -230,11 +231,21 @@ def fill(engine: Engine, ledger: Ledger) -> None:
     try:
         cursor = raw.cursor()
         if engine.dialect.name == "postgresql":
+            # The secondary indexes are built once after the rows, not row by row.
+            cursor.execute(
+                "SELECT indexdef, indexname FROM pg_indexes WHERE tablename IN "
+                "('usage', 'usage_hours', 'capacity_hours') AND indexname NOT LIKE '%pkey'"
+            )
+            indexes = cursor.fetchall()
+            for _, name in indexes:
+                cursor.execute(f'DROP INDEX "{name}"')
             for table, columns, rows in _rows(ledger, _at):
                 quoted = ", ".join(f'"{c}"' for c in columns)
                 with cursor.copy(f"COPY {table} ({quoted}) FROM STDIN") as copy:  # type: ignore[attr-defined]
                     for row in rows:
                         copy.write_row(row)
+            for sql, _ in indexes:
+                cursor.execute(sql)
             raw.commit()
             cursor.execute("ANALYZE")
         else:
@@ -242,10 +253,20 @@ def fill(engine: Engine, ledger: Ledger) -> None:
             def text_of(ms: int) -> str:
                 return _at(ms).strftime("%Y-%m-%d %H:%M:%S.%f")
 
+            # The secondary indexes are built once after the rows, not row by row.
+            cursor.execute(
+                "SELECT sql, name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
+                "AND tbl_name IN ('usage', 'usage_hours', 'capacity_hours')"
+            )
+            indexes = cursor.fetchall()
+            for _, name in indexes:
+                cursor.execute(f'DROP INDEX "{name}"')
             for table, columns, rows in _rows(ledger, text_of):
                 marks = ", ".join("?" for _ in columns)
                 quoted = ", ".join(f'"{c}"' for c in columns)
                 cursor.executemany(f"INSERT INTO {table} ({quoted}) VALUES ({marks})", rows)
+            for sql, _ in indexes:
+                cursor.execute(sql)
             raw.commit()
             cursor.execute("ANALYZE")
         raw.commit()

@@ -113,3 +113,8 @@ def test_bad_queries_are_422_naming_the_field(
     error = response.json()["error"]
     assert error["details"][0]["field"] == field
     assert words in error["message"]
+
+
+def test_whoami_says_who_is_an_auditor(api: Api) -> None:
+    assert get(api, "/v1/whoami", "audra")["auditor"] is True
+    assert get(api, "/v1/whoami", "alice")["auditor"] is False

@@ -238,3 +238,16 @@ def test_attempt_pages_follow_the_cursor(engine: Engine) -> None:
     everyone = svc.cost_attempts(who("admin"), NOVEMBER, limit=100, cursor=None)
     assert {x.team for x in everyone.items} == {"team-a", "team-b"}
     assert everyone.items[0].total_cost == pytest.approx(4.0)
+
+
+def test_use_in_hours_without_capacity_leaves_idle_alone(engine: Engine) -> None:
+    ledger = LedgerBuilder()
+    # Capacity in hours 0, 1 and 4 (hours 2-3 were a gap); 1 GPU busy from hour 0 to 5.
+    ledger.pool_capacity(H100, "h100", 4, [T0, T0 + timedelta(hours=1), T0 + timedelta(hours=4)])
+    ledger.gap(T0 + timedelta(hours=2), T0 + timedelta(hours=4))
+    ledger.attempt(team="team-a", start=T0, end=T0 + timedelta(hours=5))
+    report = service(engine, ledger).usage(who("admin"), NOVEMBER)
+    rows = rows_by(report, "team", "gpu_type")
+    assert rows["team-a", "h100"].allocated_gpu_hours == 5.0  # the attempt held its GPU
+    assert rows["(idle)", "h100"].idle_gpu_hours == 12.0 - 3.0
+    assert len(report.missing) == 1
