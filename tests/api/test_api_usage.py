@@ -118,3 +118,17 @@ def test_bad_queries_are_422_naming_the_field(
 def test_whoami_says_who_is_an_auditor(api: Api) -> None:
     assert get(api, "/v1/whoami", "audra")["auditor"] is True
     assert get(api, "/v1/whoami", "alice")["auditor"] is False
+
+
+def test_an_empty_range_is_an_empty_report(api: Api) -> None:
+    body = get(
+        api, "/v1/usage", "admin", **{"from": "2026-11-02", "to": "2026-11-02", "period": "day"}
+    )
+    assert body["rows"] == [] and body["start"] == body["end"]
+
+
+def test_idle_rows_say_so_when_grouped_by_gpu_type(ledger: Api) -> None:
+    body = get(ledger, "/v1/usage", "admin", **NOVEMBER, group_by="gpu_type")
+    rows = {(r["gpu_type"], r["team"]): r for r in body["rows"]}  # type: ignore[attr-defined]
+    assert rows["h100", None]["allocated_gpu_hours"] == 3.0  # team-a 2, team-b 1
+    assert rows["h100", "(idle)"]["idle_gpu_hours"] == 3.0

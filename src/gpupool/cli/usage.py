@@ -92,8 +92,10 @@ def _warn_missing(missing: list[MissingSpan]) -> None:
 
 def _summary_table(report: UsageReport, costs: bool) -> None:
     groups = list(report.group_by)
-    if "pool" not in groups and any(r.pool for r in report.rows):
-        groups.append("pool")
+    # (idle) rows name their team as "(idle)" and their pool whatever the grouping.
+    groups += [
+        f for f in ("team", "pool") if f not in groups and any(getattr(r, f) for r in report.rows)
+    ]
     columns = ["period", *(g.replace("_", " ") for g in groups), "GPU-h", "borrowed", "idle"]
     if costs:
         columns += ["cost"]

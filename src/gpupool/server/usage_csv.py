@@ -1,9 +1,9 @@
 """CSV renderings of the usage and cost reports: one header line, one line per row.
 
-A summary's columns are the period, the grouped fields (plus ``pool`` when an ``(idle)`` row
-names one), then the numbers; costs add the currency. Missing spans cannot be rows of the
-same shape, so each is a ``# missing`` comment line before the header, which spreadsheet
-tools can be told to skip.
+A summary's columns are the period, the grouped fields (plus ``team`` and ``pool`` when an
+``(idle)`` row names them), then the numbers; costs add the currency. Missing spans cannot be
+rows of the same shape, so each is a ``# missing`` comment line before the header, which
+spreadsheet tools can be told to skip.
 """
 
 from __future__ import annotations
@@ -46,8 +46,12 @@ def _missing(report: UsageSummary | UsageAttempts) -> list[str]:
 
 def summary_csv(report: UsageSummary) -> str:
     groups = list(report.group_by)
-    if "pool" not in groups and any(r.pool is not None for r in report.rows):
-        groups.append("pool")
+    # (idle) rows name their team as "(idle)" and their pool whatever the grouping.
+    groups += [
+        f
+        for f in ("team", "pool")
+        if f not in groups and any(getattr(r, f) is not None for r in report.rows)
+    ]
     columns = ["period", "period_start", "period_end", *groups, *_NUMBERS]
     extra: dict[str, object] = {}
     if isinstance(report, CostSummary):

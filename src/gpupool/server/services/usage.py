@@ -25,6 +25,7 @@ from gpupool.accounting.pricing import MS_PER_HOUR
 from gpupool.accounting.reports import (
     DEFAULT_GROUP_BY,
     GROUP_FIELDS,
+    IDLE,
     AttemptLine,
     Summary,
     SummaryRow,
@@ -111,7 +112,8 @@ def resolve_range(config: ClusterConfig, query: ReportQuery, now: datetime) -> l
     if end - start > periods.MAX_RANGE:
         raise _invalid("to", "the range spans more than 5 years; ask for at most 5 at a time")
     whole = periods.custom(start, end)
-    return periods.split(whole, kind, accounting) if kind is not None else [whole]
+    # An empty range is one empty period, so the report still says which range it read.
+    return (periods.split(whole, kind, accounting) if kind is not None else []) or [whole]
 
 
 def _hours(ms: float) -> float:
@@ -291,8 +293,8 @@ def _money(amount: float) -> float:
 
 def _row_fields(row: SummaryRow) -> dict[str, Any]:
     fields: dict[str, Any] = {f: row.group.get(f) for f in GROUP_FIELDS}
-    if row.pool is not None:
-        fields["pool"] = row.pool
+    if row.pool is not None:  # an (idle) row says so whatever the grouping
+        fields.update(pool=row.pool, team=IDLE)
     return {
         **fields,
         "period": row.period.label,
