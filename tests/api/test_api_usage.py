@@ -103,6 +103,9 @@ def test_csv_by_accept_header_or_format(ledger: Api) -> None:
         ({"from": "2020-01-01", "to": "2026-01-02"}, "to", "5 years"),
         ({"period": "fortnight"}, "period", "day, week, month, quarter, year"),
         ({"from": "yesterday"}, "from", "ISO 8601"),
+        ({"period": "month", "at": "9999-12-31"}, "at", "outside"),
+        ({"from": "0001-01-01", "to": "0001-02-01"}, "from", "outside"),
+        ({"cursor": "x", "report": "attempts"}, "cursor", "next_cursor"),
     ],
 )
 def test_bad_queries_are_422_naming_the_field(

@@ -56,6 +56,7 @@ from gpupool.state import usage_reports
 from gpupool.state.db import SessionFactory
 
 MAX_ATTEMPTS_PAGE = 10_000
+YEARS = (1970, 9000)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,14 @@ def _time(field: str, text: str, zone: ZoneInfo) -> datetime:
             f"{text!r} is not a date or time; use ISO 8601, e.g. 2026-12-01 or "
             "2026-12-01T08:00:00Z",
         ) from None
+    _check_year(field, parsed.year)
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=zone)
+
+
+def _check_year(field: str, year: int) -> None:
+    # Far from the ledger's years a period's end or a zone's offset would leave the calendar.
+    if not YEARS[0] <= year <= YEARS[1]:
+        raise _invalid(field, f"year {year} is outside {YEARS[0]}-{YEARS[1]}")
 
 
 def resolve_range(config: ClusterConfig, query: ReportQuery, now: datetime) -> list[Period]:
@@ -100,6 +108,7 @@ def resolve_range(config: ClusterConfig, query: ReportQuery, now: datetime) -> l
             day = date.fromisoformat(query.at) if query.at else periods.local_date(now, accounting)
         except ValueError:
             raise _invalid("at", f"{query.at!r} is not a date; use YYYY-MM-DD") from None
+        _check_year("at", day.year)
         return [periods.period_of(kind or "month", day, accounting)]
     if query.at is not None:
         raise _invalid("at", "give either at (with period) or from/to, not both")
