@@ -49,7 +49,7 @@ def cli_json(server: ServerProcess, user: str, *args: str) -> object:
 
 
 def test_tour(server: ServerProcess, open_dir: Path) -> None:
-    assert set(server.tokens) == {"admin", "alice", "bob", "carol", "vera"}
+    assert set(server.tokens) == {"admin", "alice", "bob", "carol", "vera", "audra"}
     release = open_dir / "release"
     wait = f'while [ ! -f {release} ]; do sleep 0.05; done; echo "trained on $CUDA_VISIBLE_DEVICES"'
     ids = []
@@ -106,6 +106,10 @@ def test_tour(server: ServerProcess, open_dir: Path) -> None:
     assert [t["name"] for t in teams] == ["team-a"]  # type: ignore[index, union-attr]
     pools = cli(server, "bob", "pools")
     assert "demo-shared-dev-h100-pool" in pools.stdout
+    costs = cli_json(server, "audra", "costs")
+    assert costs["currency"] == "USD" and costs["group_by"] == ["team", "gpu_type"]  # type: ignore[index]
+    other = cli(server, "bob", "usage", "--team", "team-a")
+    assert other.returncode == 4 and "team-a" in other.stderr
 
     missing = cli(server, "alice", "job", "j-000000000000")
     assert missing.returncode == 3
