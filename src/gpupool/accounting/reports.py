@@ -36,7 +36,7 @@ from gpupool.spec.models import ClusterConfig
 
 GROUP_FIELDS = ("team", "user", "gpu_type", "pool", "priority_class")
 DEFAULT_GROUP_BY = ("team", "gpu_type")
-IDLE = "(idle)"  # cannot be a team, user or class name: those allow no parentheses
+IDLE = "(idle)"  # never a team name (a DNS label); an (idle) row always says so in team
 _HOUR = timedelta(hours=1)
 _TEAM_LEVEL = frozenset({"team", "gpu_type", "pool"})  # idle shares can land on these
 
