@@ -17,13 +17,15 @@ def test_accounting_bench_reports_its_sections() -> None:
         [
             sys.executable,
             str(BENCH / "accounting.py"),
-            "--attempts",
+            "--sections",
+            "summary",
+            "--summary-attempts",
             "2000",
-            "--teams",
+            "--summary-teams",
             "20",
-            "--running",
+            "--summary-running",
             "10",
-            "--repeat",
+            "--summary-repeat",
             "1",
             "--stores",
             "sqlite,postgresql",
@@ -35,7 +37,8 @@ def test_accounting_bench_reports_its_sections() -> None:
         timeout=300,
     )
     result = json.loads(done.stdout)
-    section = result["summary"]
+    assert result["benchmark"] == "accounting" and result["cpus"] > 0
+    section = result["sections"]["summary"]
     assert (section["attempts"], section["teams"]) == (2000, 20)
     assert section["targets"]["summary_ms"] > 0
     gpu_hours = set()
