@@ -71,6 +71,10 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("GET", "/docs"): Expect(PUBLIC),
     ("GET", "/docs/oauth2-redirect"): Expect(PUBLIC),
     ("GET", "/redoc"): Expect(PUBLIC),
+    ("GET", "/docs/swagger-ui-bundle.js"): Expect(PUBLIC),
+    ("GET", "/docs/swagger-ui.css"): Expect(PUBLIC),
+    ("GET", "/docs/redoc.standalone.js"): Expect(PUBLIC),
+    ("GET", "/docs/favicon.png"): Expect(PUBLIC),
     ("GET", "/healthz"): Expect(PUBLIC),
     ("GET", "/readyz"): Expect(PUBLIC),
     ("POST", "/v1/jobs"): Expect(
@@ -93,6 +97,12 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("GET", "/v1/pools"): Expect(SIGNED_IN),
     ("GET", "/v1/whoami"): Expect(SIGNED_IN),
     ("GET", "/v1/audit"): Expect(ADMINS),
+    # Every signed-in user manages their own tokens; {token_id} is one of alice's (the member).
+    ("POST", "/v1/tokens"): Expect(
+        statuses(201, 201, 201, 201, 201, 201, 401), body={"description": "matrix"}
+    ),
+    ("GET", "/v1/tokens"): Expect(SIGNED_IN),
+    ("DELETE", "/v1/tokens/{token_id}"): Expect(statuses(200, 404, 200, 404, 404, 404, 401)),
     ("GET", "/v1/config"): Expect(PLATFORM_ADMIN),
     ("GET", "/v1/config/versions"): Expect(PLATFORM_ADMIN),
     # The configuration in force, sent back unchanged: a diff and an apply that change nothing.
@@ -166,6 +176,9 @@ def fill(path: str, api: Api) -> str:
             headers=api.as_("alice"),
         ).json()["id"],
         "team": lambda: "team-a",
+        "token_id": lambda: api.client.post(
+            "/v1/tokens", json={"description": "to revoke"}, headers=api.as_("alice")
+        ).json()["id"],
         "path:path": lambda: "shared/x",
     }
     for name, value in params.items():

@@ -34,7 +34,7 @@ FORBIDDEN = {
         "spec",
         "config",
     },
-    "backends": {"scheduler", "server", "state", "controller", "auth"},
+    "backends": {"scheduler", "server", "state", "controller", "auth", "spec"},
     "client": {"server", "state", "controller", "scheduler", "backends", "auth", "spec"},
     # pricing, periods, reports and budget rules are pure: the ledger is read by state/.
     "accounting": {"state", "backends", "controller", "server", "client", "cli", "auth"},

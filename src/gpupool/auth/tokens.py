@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gpupool.core.errors import NotFound, Unauthenticated
+from gpupool.core.tokens import PREFIX, token_id_of
 from gpupool.state import tokens
 from gpupool.state.db import Session
 from gpupool.state.models import TokenRow
 
-PREFIX = "gpt"
 CACHE_S = 2.0  # the longest a token revoked elsewhere still works in this process
 _CACHE_MAX = 10_000  # tokens kept at once; all are dropped when it is full
 
@@ -118,15 +118,6 @@ def _lookup(session: Session, token_id: str) -> TokenRow | None:
     )
     _cache[token_id] = _Cached(copy, at)
     return row
-
-
-def token_id_of(given: str) -> str:
-    """The id in what a user has at hand: the bare id, ``gpt_<id>`` or the whole token
-    ``gpt_<id>_<secret>`` as ``token create`` printed it (the secret is not needed)."""
-    parts = given.strip().split("_", 2)
-    if parts[0] == PREFIX and len(parts) >= 2:
-        return parts[1]
-    return given.strip()
 
 
 def revoke_token(session: Session, token: str, now: datetime) -> str:

@@ -67,8 +67,26 @@ operator.register(app)
 db.register(app)
 doctor.register(app)
 simulate.register(app)
-simulate.register(app)
+
+
+# What a client-only install (`pip install gpupool`: the CLI and the SDK) leaves out; the
+# operator commands (server, db, doctor, simulate, ...) import them when they run.
+SERVER_PACKAGES = frozenset(
+    {"sqlalchemy", "alembic", "fastapi", "uvicorn", "psutil", "jwt", "fastapi_offline"}
+)
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing not in SERVER_PACKAGES:
+            raise
+        typer.secho(
+            f"error: this command runs gpupool's server side, and its packages are not "
+            f"installed ({missing} is missing): pip install 'gpupool[server]'",
+            fg="red",
+            err=True,
+        )
+        raise SystemExit(1) from None

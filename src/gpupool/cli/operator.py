@@ -111,19 +111,33 @@ def server(
         raise _fail(exc.message) from None
 
 
-token_app = typer.Typer(help="Manage API tokens (operator: works on the local store).")
+token_app = typer.Typer(
+    help="API tokens: your own through the API (create, list, revoke); an operator's for any "
+    "user on the store (create USER, revoke --home)."
+)
 
 
 @token_app.command("create")
 def token_create(
-    user: Annotated[str, typer.Argument(help="A user of the configuration.")],
+    ctx: typer.Context,
+    user: Annotated[
+        str | None,
+        typer.Argument(
+            help="Operator: mint a token for this user of the configuration, on the store. "
+            "Without it: a token for yourself, through the API (GPUPOOL_URL, GPUPOOL_TOKEN)."
+        ),
+    ] = None,
     ttl_days: Annotated[
         float | None, typer.Option(help="Expire after this many days (default: never).")
     ] = None,
     description: Annotated[str, typer.Option(help="Why the token exists.")] = "",
     home: HomeOption = None,
 ) -> None:
-    """Print a new API token for USER."""
+    """Print a new API token: your own (through the API; it expires, in 90 days by default),
+    or, as an operator on the store, USER's."""
+    if user is None:
+        _create_own_token(ctx, ttl_days, description)
+        return
     from gpupool.auth.audit import OK, AuditEntry, operator_actor, record
     from gpupool.auth.tokens import create_token
     from gpupool.controller.clock import SystemClock
@@ -152,17 +166,73 @@ def token_create(
     typer.echo(issued.secret)
 
 
+def _create_own_token(ctx: typer.Context, ttl_days: float | None, description: str) -> None:
+    from gpupool.cli.context import client
+
+    with client(ctx) as sdk:
+        made = sdk.create_token(description=description, ttl_days=ttl_days)
+    typer.echo(made.token)
+    expires = made.expires_at.strftime("%Y-%m-%d %H:%M UTC") if made.expires_at else "never"
+    typer.echo(f"token {made.id} for {made.user}, expires {expires} (shown once)", err=True)
+
+
+@token_app.command("list")
+def token_list(
+    ctx: typer.Context,
+    user: Annotated[
+        str | None, typer.Option(help="A platform admin: this user's tokens (default: yours).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """List your API tokens (never their secrets), newest first."""
+    from gpupool.cli import output
+    from gpupool.cli.context import client
+
+    with client(ctx) as sdk:
+        found = sdk.tokens(user=user)
+    if as_json:
+        output.print_json(found)
+        return
+    rows = [
+        (
+            t.id,
+            t.user,
+            t.description,
+            t.created_at,
+            t.expires_at or "never",
+            "revoked" if t.revoked_at else "active",
+        )
+        for t in found
+    ]
+    columns = ("id", "user", "description", "created", "expires", "state")
+    output.stdout().print(output.table(columns, rows))
+
+
 @token_app.command("revoke")
 def token_revoke(
+    ctx: typer.Context,
     token: Annotated[
         str,
         typer.Argument(
             metavar="TOKEN", help="The token as printed (gpt_<id>_<secret>), or its id alone."
         ),
     ],
-    home: HomeOption = None,
+    home: Annotated[
+        Path | None,
+        typer.Option(
+            help="Operator: revoke on the store of this state directory (any user's token). "
+            "Without it: one of your own tokens, through the API."
+        ),
+    ] = None,
 ) -> None:
     """Revoke a token at once."""
+    if home is None:
+        from gpupool.cli.context import client
+
+        with client(ctx) as sdk:
+            done = sdk.revoke_token(token)
+        typer.echo(f"revoked {done.id}")
+        return
     from gpupool.auth.audit import OK, AuditEntry, operator_actor, record
     from gpupool.auth.tokens import revoke_token
     from gpupool.controller.clock import SystemClock

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from gpupool.cli import output
+from gpupool.cli import completion, output
 from gpupool.cli.context import client
 from gpupool.client.models import Team, TeamQuota
 
@@ -14,7 +14,12 @@ from gpupool.client.models import Team, TeamQuota
 def teams(
     ctx: typer.Context,
     name: Annotated[
-        str | None, typer.Argument(help="Show one team, with members.", show_default=False)
+        str | None,
+        typer.Argument(
+            help="Show one team, with members.",
+            show_default=False,
+            autocompletion=completion.teams,
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:

@@ -41,6 +41,17 @@ class GpupoolError(Exception):
         self.details = details
         self.status = status
 
+    def __str__(self) -> str:
+        """The message and, for a refused request, each named field with why it was refused
+        (so ``print(exc)`` or a traceback says what to fix, not only that something was)."""
+        details = self.details if isinstance(self.details, list) else []
+        fields = [
+            f"{d['field']}: {d['message']}"
+            for d in details
+            if isinstance(d, dict) and d.get("field") and d.get("message")
+        ]
+        return f"{self.message} ({'; '.join(fields)})" if fields else self.message
+
     def __repr__(self) -> str:
         name = type(self).__name__
         return f"{name}(code={self.code!r}, status={self.status!r}, message={self.message!r})"

@@ -13,8 +13,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+# "cancelling": the job was asked to stop and has its grace period to do so (it is still
+# admitted or running on its backend until its attempt ends).
 JobStatus = Literal[
-    "queued", "admitted", "running", "succeeded", "failed", "cancelled", "preempted", "lost"
+    "queued",
+    "admitted",
+    "running",
+    "cancelling",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "preempted",
+    "lost",
 ]
 # Terminal states: the job will not run again (a lost attempt is requeued).
 FINISHED_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
@@ -164,6 +174,21 @@ class Pool(ReadModel):
     dedicated_to: str | None = None
     available: bool = True  # False while its backend is unreachable or refuses the pool
     message: str = ""  # why it is unavailable
+
+
+class ApiToken(ReadModel):
+    """One of a user's API tokens (never its secret)."""
+
+    id: str
+    user: str
+    description: str = ""
+    created_at: datetime
+    expires_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
+class NewApiToken(ApiToken):
+    token: str  # the bearer token, shown this once
 
 
 class WhoAmI(ReadModel):

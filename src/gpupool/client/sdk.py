@@ -1,7 +1,7 @@
 """The synchronous SDK: one method per REST endpoint of DESIGN §7.
 
     with Client() as gp:                      # GPUPOOL_URL / GPUPOOL_TOKEN, or pass them
-        job = gp.submit(["python", "train.py"], gpus=2, gpu_types=["h100", "a100"])
+        job = gp.submit(["python", "train.py"], gpus=2, gpu_types=["h100", "t4"])
         for chunk in gp.follow_logs(job.id):
             sys.stdout.buffer.write(chunk)
 
@@ -12,15 +12,17 @@ escape. Tests (and anyone embedding the SDK) pass ``transport=`` — e.g. ``http
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, Self
+from urllib.parse import quote
 
 import httpx
 
 from gpupool.client import wire
 from gpupool.client.errors import display_url, map_transport_errors, raise_for_response
 from gpupool.client.models import (
+    ApiToken,
     AuditEntry,
     AuditPage,
     ConfigApplied,
@@ -28,6 +30,7 @@ from gpupool.client.models import (
     ConfigVersion,
     Job,
     JobArray,
+    NewApiToken,
     Page,
     Pool,
     Team,
@@ -41,6 +44,7 @@ from gpupool.client.usage import (
     UsageReport,
     report_params,
 )
+from gpupool.core.tokens import token_id_of
 
 
 class Client:
@@ -123,6 +127,18 @@ class Client:
         return Job.model_validate(
             self._request("POST", f"{wire.API}/jobs", json=body, headers=headers)
         )
+
+    def submit_spec(
+        self, spec: Mapping[str, Any], idempotency_key: str | None = None
+    ) -> Job | JobArray:
+        """Submit a job written as the API's submit body (e.g. loaded from a job spec file);
+        with an ``array`` field, a job array. The server names any field it refuses."""
+        headers = wire.submit_headers(idempotency_key)
+        if spec.get("array") is not None:
+            answer = self._request("POST", f"{wire.API}/arrays", json=dict(spec), headers=headers)
+            return JobArray.model_validate(answer)
+        answer = self._request("POST", f"{wire.API}/jobs", json=dict(spec), headers=headers)
+        return Job.model_validate(answer)
 
     def submit_array(self, array: str, command: list[str], **options: Any) -> JobArray:
         """Submit a job array: one job per index of ``array`` (``0-999``, ``0-9:2``, ``1,3,5``),
@@ -225,6 +241,27 @@ class Client:
 
     def whoami(self) -> WhoAmI:
         return WhoAmI.model_validate(self._request("GET", f"{wire.API}/whoami"))
+
+    # -- API tokens ----------------------------------------------------------------------
+
+    def create_token(self, description: str = "", ttl_days: float | None = None) -> NewApiToken:
+        """A new API token for the caller (it expires: by default in 90 days)."""
+        body: dict[str, Any] = {"description": description}
+        if ttl_days is not None:
+            body["ttl_days"] = ttl_days
+        return NewApiToken.model_validate(self._request("POST", f"{wire.API}/tokens", json=body))
+
+    def tokens(self, user: str | None = None) -> list[ApiToken]:
+        """The caller's tokens, newest first (a platform admin: ``user``'s, or everyone's)."""
+        params = {"user": user} if user else None
+        body = self._request("GET", f"{wire.API}/tokens", params=params)
+        return [ApiToken.model_validate(item) for item in body.get("items", [])]
+
+    def revoke_token(self, token: str) -> ApiToken:
+        """Revoke a token, named as printed (``gpt_<id>_<secret>``) or by its id; only the id
+        is sent."""
+        token_id = quote(token_id_of(token), safe="")
+        return ApiToken.model_validate(self._request("DELETE", f"{wire.API}/tokens/{token_id}"))
 
     def health(self) -> dict[str, Any]:
         """``GET /healthz`` (needs no token); raises ``ConnectionFailed`` if nobody answers."""

@@ -32,6 +32,7 @@ from gpupool.server.services.audit import AuditService
 from gpupool.server.services.config import ConfigService
 from gpupool.server.services.jobs import JobService
 from gpupool.server.services.teams import TeamService
+from gpupool.server.services.tokens import TokenService
 from gpupool.server.services.usage import UsageService
 from gpupool.spec.models import ClusterConfig
 from gpupool.state.db import Engine, SessionFactory, Sessions, make_engine, session_factory
@@ -56,6 +57,7 @@ class Runtime:
     auth: Authenticator = field(init=False)
     artifacts: ArtifactService = field(init=False)
     usage: UsageService = field(init=False)
+    tokens: TokenService = field(init=False)
     signer: Signer | None = None  # signs local grants; None: from the settings' key
     # Keeps ``config`` current from the store's versions (None: a fixed configuration).
     live: LiveConfig | None = None
@@ -84,7 +86,9 @@ class Runtime:
             self.clock,
             self.controller.wake,
             limits=self.settings.limits,
+            pool_health=self.controller.backoff.health,
         )
+        self.tokens = TokenService(self.sessions, self.clock)
         self.teams = TeamService(self.sessions, self.current_config, self.controller.backoff.health)
         self.usage = UsageService(self.sessions, self.current_config, self.clock)
         if self.live is None:

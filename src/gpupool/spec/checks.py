@@ -30,7 +30,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from gpupool.data.roots import RootProblem, parse_root
 from gpupool.spec.currencies import ISO_4217
 from gpupool.spec.models import NAME_PATTERN, ClusterConfig, Quota
-from gpupool.spec.problems import Finding, format_path, unknown_name_hint
+from gpupool.spec.problems import (
+    Finding,
+    did_you_mean,
+    format_path,
+    quoted_list,
+    unknown_name_hint,
+)
 from gpupool.spec.schema_errors import NAME_RULE
 
 CPU_TYPE = "cpu"
@@ -98,6 +104,27 @@ def check_pools(config: ClusterConfig) -> Iterator[Finding]:
                 ("pools", i, "autoscale", "max_nodes"),
                 f"max_nodes {scale.max_nodes} is below min_nodes {scale.min_nodes}",
                 f"set max_nodes to at least {scale.min_nodes}",
+            )
+
+
+def check_backend_options(config: ClusterConfig) -> Iterator[Finding]:
+    """Each pool's ``options:`` as its backend's adapter will parse them: unknown keys (with
+    the nearest known one), missing keys and bad values, before any job is sent there."""
+    from gpupool.backends.options import check_options  # no backend SDK is imported
+
+    for i, pool in enumerate(config.pools):
+        found = check_options(pool.backend, pool.name, pool.gpu_type, pool.options)
+        for key in found.unknown:
+            yield Finding(
+                ("pools", i, "options", key),
+                f"unknown {pool.backend} pool option {key!r}",
+                f"{did_you_mean(key, found.known)}known options: {quoted_list(found.known)}",
+            )
+        if found.error is not None:
+            yield Finding(
+                ("pools", i, "options") if pool.options else ("pools", i, "backend"),
+                found.error,
+                f"see the {pool.backend} backend's README for its options",
             )
 
 
@@ -277,6 +304,7 @@ def check_team_gids(config: ClusterConfig) -> Iterator[Finding]:
 CHECKS: tuple[Check, ...] = (
     check_names,
     check_pools,
+    check_backend_options,
     check_priority_classes,
     check_teams,
     check_team_gids,

@@ -27,8 +27,8 @@ def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
     fake = FakeApi()
 
-    def make_client(url: str | None, token: str | None) -> Client:
-        return Client(url, token, transport=fake.transport)
+    def make_client(url: str | None, token: str | None, timeout: float = 30) -> Client:
+        return Client(url, token, transport=fake.transport, timeout=timeout)
 
     monkeypatch.setattr(context, "make_client", make_client)
     return fake

@@ -394,6 +394,80 @@ CASES = [
         ),
         id="timezone that no zone database has",
     ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: slurm
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        options:
+                          partiton: h100  # <-
+                """
+            },
+            path="pools[0].options.partiton",
+            message="unknown slurm pool option 'partiton'",
+            hint="did you mean 'partition'?",
+        ),
+        id="slurm option with a typo",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: slurm  # <-
+                        gpu_type: h100
+                        node: {gpus: 4}
+                """
+            },
+            path="pools[0].backend",
+            message="needs options.partition",
+            hint="slurm backend's README",
+        ),
+        id="slurm pool without a partition",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: ray
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        options:  # <-
+                          address: 127.0.0.1:8265
+                """
+            },
+            path="pools[0].options",
+            message="must be the dashboard's http(s):// URL",
+            hint="ray backend's README",
+        ),
+        id="ray address without a scheme",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: local
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        options:
+                          max_log_byte: 100  # <-
+                """
+            },
+            path="pools[0].options.max_log_byte",
+            message="unknown local pool option 'max_log_byte'",
+            hint="did you mean 'max_log_bytes'?",
+        ),
+        id="local option with a typo",
+    ),
 ]
 
 

@@ -5,38 +5,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 
-from gpupool.state.db import Session, make_engine, session_factory, upgrade
+from gpupool.state.db import Session, session_factory
 from gpupool.state.group_commit import GroupCommit
-from gpupool.state.models import Base, JobRow
+from gpupool.state.models import JobRow
 from support.rows import queued_job
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    url = (
-        f"sqlite:///{tmp_path / 'store.db'}"
-        if request.param == "sqlite"
-        else request.getfixturevalue("postgres_url")
-    )
-    built = make_engine(url)
-    with built.begin() as conn:
-        Base.metadata.drop_all(conn)
-        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
-    upgrade(built)
-    try:
-        yield built
-    finally:
-        built.dispose()
 
 
 class CountingGroup(GroupCommit):

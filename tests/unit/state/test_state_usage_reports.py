@@ -1,24 +1,22 @@
 """Usage and cost reports read from ledger rows on SQLite and PostgreSQL (C1, C2): the summary
-with idle sharing, running attempts up to now, gaps as missing, who sees what, the detail."""
+with idle sharing, running attempts up to now, gaps as missing, who sees what, the detail.
+``engine`` (tests/unit/state/conftest.py) is an empty store on each."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from gpupool.auth.principal import Principal, principal_for
 from gpupool.core.errors import Forbidden, InvalidRequest, NotFound
 from gpupool.server.services.usage import ReportQuery, UsageService
 from gpupool.spec.load import load_config
 from gpupool.spec.models import ClusterConfig
-from gpupool.state.db import Engine, make_engine, session_factory, upgrade
-from gpupool.state.models import Base
+from gpupool.state.db import Engine, session_factory
 from support.ledger import LedgerBuilder
 
 DEMO = Path(__file__).resolve().parents[3] / "examples" / "demo.yaml"
@@ -38,23 +36,6 @@ class Clock:
 
     def monotonic(self) -> float:
         return time.monotonic()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'store.db'}"
-    else:
-        url = request.getfixturevalue("postgres_url")
-    built = make_engine(url)
-    with built.begin() as conn:  # each test starts from an empty schema
-        Base.metadata.drop_all(conn)
-        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
-    upgrade(built)
-    try:
-        yield built
-    finally:
-        built.dispose()
 
 
 def service(engine: Engine, ledger: LedgerBuilder, idle_cost: str = "unshared") -> UsageService:
