@@ -211,6 +211,12 @@ def load_tls(env: Mapping[str, str], overrides: Mapping[str, object]) -> TlsFile
     return TlsFiles(Path(given["certfile"]).absolute(), Path(given["keyfile"]).absolute())
 
 
+def webhook_secret(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The signing secret of a webhook: the environment variable its ``secret_env`` names
+    (read when a message is sent, so a rotated secret applies without a restart)."""
+    return (os.environ if environ is None else environ).get(name)
+
+
 def sqlite_url(home: Path) -> str:
     return f"sqlite:///{home / 'gpupool.db'}"
 

@@ -110,6 +110,9 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("POST", "/v1/config"): Expect(
         PLATFORM_ADMIN, body={"yaml": DEMO_TEXT, "base_version": DEMO_VERSION}
     ),
+    ("GET", "/v1/budgets"): Expect(ADMINS, query={"team": "team-a"}),
+    ("PUT", "/v1/budgets/{team}/{name}"): Expect(PLATFORM_ADMIN, body={"gpu_hours": 1000}),
+    ("GET", "/v1/webhooks/deliveries"): Expect(PLATFORM_ADMIN),
     # Asked for team-a: another team's member is refused; the auditor reads every team.
     ("GET", "/v1/usage"): Expect(READ_TEAM_USAGE, query={"team": "team-a"}),
     ("GET", "/v1/costs"): Expect(READ_TEAM_USAGE, query={"team": "team-a", "format": "csv"}),
@@ -176,6 +179,7 @@ def fill(path: str, api: Api) -> str:
             headers=api.as_("alice"),
         ).json()["id"],
         "team": lambda: "team-a",
+        "name": lambda: "monthly",
         "token_id": lambda: api.client.post(
             "/v1/tokens", json={"description": "to revoke"}, headers=api.as_("alice")
         ).json()["id"],

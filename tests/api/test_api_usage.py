@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -135,3 +137,29 @@ def test_idle_rows_say_so_when_grouped_by_gpu_type(ledger: Api) -> None:
     rows = {(r["gpu_type"], r["team"]): r for r in body["rows"]}  # type: ignore[attr-defined]
     assert rows["h100", None]["allocated_gpu_hours"] == 3.0  # team-a 2, team-b 1
     assert rows["h100", "(idle)"]["idle_gpu_hours"] == 3.0
+
+
+def test_a_job_the_controller_runs_is_in_the_report(api: Api, open_dir: Path) -> None:
+    """Through the real ledger: a running attempt counts up to now, then its whole run."""
+    release = open_dir / "release"
+    job = api.submit(
+        "alice",
+        team="team-a",
+        resources={"gpus": 2, "gpu_types": ["h100"]},
+        command=["sh", "-c", f"while [ ! -f {release} ]; do sleep 0.05; done"],
+    )["id"]
+    api.tick_until(lambda: api.status(str(job)) == "running", what="job running")
+    time.sleep(0.3)
+    # From two hours back: the hours a report reads begin in its range (periods.hour_range).
+    today = {"from": (datetime.now(UTC) - timedelta(hours=2)).isoformat()}
+    running = get(api, "/v1/usage", "vera", **today, report="attempts")["items"]
+    assert [(a["job_id"], a["gpus"], a["outcome"]) for a in running] == [(job, 2, None)]  # type: ignore[index]
+    assert running[0]["allocated_gpu_hours"] > 0  # type: ignore[index]
+    release.touch()
+    api.tick_until(lambda: api.status(str(job)) == "succeeded", what="job done")
+    (done,) = get(api, "/v1/usage", "vera", **today, report="attempts")["items"]  # type: ignore[misc]
+    (row,) = get(api, "/v1/usage", "vera", **today)["rows"]  # type: ignore[misc]
+    assert done["outcome"] == "succeeded"
+    assert row["allocated_gpu_hours"] + row["borrowed_gpu_hours"] == pytest.approx(
+        done["allocated_gpu_hours"] + done["borrowed_gpu_hours"]
+    )

@@ -161,6 +161,12 @@ class Team(ReadModel):
     members: dict[str, str] = Field(default_factory=dict)
     queued: int = 0
     running: int = 0
+    # This month: GPU-hours, share of all teams' GPU-hours, tightest budget's remaining.
+    usage_gpu_hours: float = 0.0
+    usage_share: float = 0.0
+    budget_remaining: float | None = None
+    budget_unit: str | None = None
+    budget_status: str | None = None
 
 
 class Pool(ReadModel):
@@ -275,3 +281,48 @@ class ConfigApplied(ReadModel):
 def dump(model: BaseModel) -> dict[str, Any]:
     """JSON-ready dict of a read model (datetimes as ISO strings)."""
     return model.model_dump(mode="json")
+
+
+class BudgetStatus(ReadModel):
+    """How one team budget stands in its current period (``GET /v1/budgets``)."""
+
+    team: str
+    name: str
+    period: str = "month"
+    period_label: str = ""
+    period_start: datetime | None = None
+    period_end: datetime | None = None
+    gpu_type: str | None = None
+    unit: str = "GPU-h"
+    used: float = 0.0
+    limit: float = 0.0
+    remaining: float = 0.0
+    percent: float = 0.0
+    status: str = "ok"  # ok | warning | over
+    enforcement: str = "alert"
+    enforced: bool = False
+    thresholds: list[float] = Field(default_factory=list)
+    reached: list[float] = Field(default_factory=list)
+
+
+class BudgetSet(ReadModel):
+    """The configuration version a ``budget set`` stored (``applied`` False: no change)."""
+
+    version: int
+    applied: bool = False
+    summary: str = ""
+
+
+class WebhookDelivery(ReadModel):
+    """One try to deliver a webhook message (``GET /v1/webhooks/deliveries``)."""
+
+    id: int
+    message_id: int
+    webhook: str
+    event: str = ""
+    try_number: int = 1
+    at: datetime | None = None
+    outcome: str = ""  # delivered | retry | failed
+    status_code: int | None = None
+    error: str = ""
+    duration_ms: float = 0.0

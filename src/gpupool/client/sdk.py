@@ -13,7 +13,7 @@ escape. Tests (and anyone embedding the SDK) pass ``transport=`` — e.g. ``http
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Self
 from urllib.parse import quote
 
@@ -25,6 +25,8 @@ from gpupool.client.models import (
     ApiToken,
     AuditEntry,
     AuditPage,
+    BudgetSet,
+    BudgetStatus,
     ConfigApplied,
     ConfigDiff,
     ConfigVersion,
@@ -34,6 +36,7 @@ from gpupool.client.models import (
     Page,
     Pool,
     Team,
+    WebhookDelivery,
     WhoAmI,
     WhyReport,
 )
@@ -375,6 +378,33 @@ class Client:
         ``ConfigInvalid`` listing every problem of the file."""
         body = {"yaml": yaml_text, "base_version": base_version, "source": source, "force": force}
         return ConfigApplied.model_validate(self._request("POST", f"{wire.API}/config", json=body))
+
+    # -- budgets ---------------------------------------------------------------------------
+
+    def budgets(self, team: str | None = None) -> list[BudgetStatus]:
+        """How budgets stand this period: one team's (its admins), else every team the caller
+        administers (platform admins: all)."""
+        params = {"team": team} if team else {}
+        body = self._request("GET", f"{wire.API}/budgets", params=params)
+        return [BudgetStatus.model_validate(item) for item in body.get("items", [])]
+
+    def set_budget(self, team: str, name: str, **settings: Any) -> BudgetSet:
+        """Add or replace ``team``'s budget ``name`` (platform admins): a new configuration
+        version. ``settings``: period, start, end, gpu_hours or amount, gpu_type, thresholds,
+        enforcement, base_version (``Conflict`` unless it is current)."""
+        body = wire.drop_none(
+            {k: str(v) if isinstance(v, date) else v for k, v in settings.items()}
+        )
+        path = f"{wire.API}/budgets/{quote(team, safe='')}/{quote(name, safe='')}"
+        return BudgetSet.model_validate(self._request("PUT", path, json=body))
+
+    def webhook_deliveries(
+        self, *, webhook: str | None = None, limit: int = 50
+    ) -> list[WebhookDelivery]:
+        """The webhook delivery log, newest first (platform admins)."""
+        params = wire.drop_none({"webhook": webhook, "limit": limit})
+        body = self._request("GET", f"{wire.API}/webhooks/deliveries", params=params)
+        return [WebhookDelivery.model_validate(item) for item in body.get("items", [])]
 
     # -- plumbing --------------------------------------------------------------------------
 

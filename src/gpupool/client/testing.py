@@ -160,6 +160,31 @@ def team_json(**overrides: Any) -> dict[str, Any]:
     return team
 
 
+def budget_json(**overrides: Any) -> dict[str, Any]:
+    """A ``GET /v1/budgets`` item: team-a's monthly budget, 812 of 1000 GPU-h used."""
+    budget: dict[str, Any] = {
+        "team": "team-a",
+        "name": "monthly",
+        "period": "month",
+        "period_label": "June 2027",
+        "period_start": "2027-06-01T00:00:00+00:00",
+        "period_end": "2027-07-01T00:00:00+00:00",
+        "gpu_type": None,
+        "unit": "GPU-h",
+        "used": 812.0,
+        "limit": 1000.0,
+        "remaining": 188.0,
+        "percent": 81.2,
+        "status": "warning",
+        "enforcement": "hold",
+        "enforced": False,
+        "thresholds": [50.0, 80.0, 100.0],
+        "reached": [50.0, 80.0],
+    }
+    budget.update(overrides)
+    return budget
+
+
 def pool_json(**overrides: Any) -> dict[str, Any]:
     pool: dict[str, Any] = {
         "name": "local-h100",

@@ -9,6 +9,8 @@ Each tick (on a timer, or at once when :meth:`Controller.wake` is called):
              changed (``parking.py``), persist admissions, preemptions and changed reasons in
              one transaction (only when something changed, or every ``FULL_CYCLE_S``)
 4. dispatch  submit every admitted attempt without a handle that is not already in flight
+5. ledger    every ``accounting.accrual_interval_s``, add running attempts' time and the
+             pools' capacity to the usage ledger (``accounting.py``)
 
 The loop itself never waits on a backend: every backend call runs on the execution
 service's threads and wakes the loop when it completes. A backend that is unreachable is
@@ -46,7 +48,9 @@ from gpupool.backends.base import (
     PosixIdentity,
 )
 from gpupool.backends.errors import BackendError, BackendUnavailable
+from gpupool.controller.accounting import Accrual
 from gpupool.controller.backoff import Backoff
+from gpupool.controller.budgets import BudgetWatch
 from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService, SubmitResult
 from gpupool.controller.fairshare import HORIZON_HALF_LIVES, UsageInterval, decayed_usage
@@ -133,8 +137,16 @@ class Controller:
         self._capacity_calls: dict[str, Future[PoolCapacity | None]] = {}
         self._capacity_at = float("-inf")
         self._sync = BackendSync(
-            sessions, execution, clock, self.backoff, lambda: self.wake(reschedule=False)
+            sessions,
+            execution,
+            clock,
+            self.backoff,
+            lambda: self.wake(reschedule=False),
+            config,
         )
+        self.accrual = Accrual(sessions, config, clock, self.leader)
+        # Used-up budgets the cycle enforces, evaluated every few seconds (budgets.py).
+        self.budgets = BudgetWatch(sessions, clock, lambda session: self.leader.fence(session))
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -220,12 +232,15 @@ class Controller:
         self.sync()
         self.send_cancels()
         self.refresh_capacity()
+        if self.budgets.refresh(self._config()):
+            self._dirty = True  # a team's budget began or stopped holding it back
         now = self._clock.monotonic()
         if self._dirty or now - self._last_full >= FULL_CYCLE_S or self._store_changed():
             self._dirty = False  # before the cycle: a wake during it schedules again
             self._last_full = now
             self.last = self.schedule()
         self.dispatch()
+        self.accrual.maybe_run()
         return self.last
 
     def _leading(self) -> bool:
@@ -240,7 +255,9 @@ class Controller:
             self._parking = Parking()
             self._nominations = ()
             self._history = None
+            self.budgets.forget()
             self._dirty = True
+            self.accrual.forget()
             with self._lock:
                 self._recorded.clear()
         return epoch is not None
@@ -312,6 +329,8 @@ class Controller:
         )
         if self._nominations:
             snapshot = dataclasses.replace(snapshot, nominations=self._nominations)
+        if self.budgets.blocks:
+            snapshot = dataclasses.replace(snapshot, budgets=self.budgets.blocks)
         started = self._clock.monotonic()
         result = self._parking.cycle(snapshot, policy_for(config), self.queue.groups())
         self._nominations = result.nominations

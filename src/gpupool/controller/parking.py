@@ -12,7 +12,8 @@ read is:
   cohort balances and preemption candidates;
 * every team's quota (with its caps on GPU-less work) and cohort (:func:`quota_inputs`), the
   policy and the gpu types present (a job that takes any type tries each of them);
-* whether its jobs starve (a parked team has no starving job; its longest wait is kept).
+* whether its jobs starve (a parked team has no starving job; its longest wait is kept);
+* the used-up budgets the cycle enforces (``Snapshot.budgets``): a change unparks every team.
 
 While all of these are equal in a later snapshot, deciding the team again would give each of
 its jobs the reasons it got then; and since those decisions change nothing, leaving its jobs
@@ -40,6 +41,7 @@ from itertools import chain
 from operator import attrgetter
 
 from gpupool.scheduler import (
+    BudgetBlock,
     CycleResult,
     PendingJob,
     PendingReason,
@@ -81,6 +83,7 @@ class Parking:
         self._pools: tuple[PoolView, ...] = ()
         self._running: tuple[RunningJob, ...] = ()
         self._quotas: QuotaInputs = ()
+        self._budgets: tuple[BudgetBlock, ...] = ()
 
     def clear(self) -> None:
         self.teams = {}
@@ -114,6 +117,7 @@ class Parking:
             unparked |= hit
         self._policy, self._pools, self._running = policy, snapshot.pools, snapshot.running
         self._quotas = quotas
+        self._budgets = snapshot.budgets
         self.teams = parked
         if touched is None or snapshot.nominations or policy.max_admissions is not None:
             return result
@@ -144,6 +148,7 @@ class Parking:
             or policy.max_admissions is not None
             or policy != self._policy
             or quotas != self._quotas
+            or snapshot.budgets != self._budgets
         ):
             return {}
         changed = changed_types(self._pools, self._running, snapshot.pools, snapshot.running)

@@ -22,6 +22,7 @@ from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService
 from gpupool.controller.transitions import apply_status
 from gpupool.core.jobs import JobStatus
+from gpupool.spec.models import ClusterConfig
 from gpupool.state import jobs, queue
 from gpupool.state.db import SessionFactory
 
@@ -36,8 +37,10 @@ class BackendSync:
         clock: Clock,
         backoff: Backoff,
         wake: Callable[[], None],
+        config: Callable[[], ClusterConfig] | None = None,
     ) -> None:
         self._sessions = sessions
+        self._config = config  # the pools' node types, for the usage ledger
         self._execution = execution
         self._clock = clock
         self._backoff = backoff
@@ -99,12 +102,13 @@ class BackendSync:
 
     def _apply(self, statuses: Mapping[str, BackendStatus]) -> None:
         now = self._clock.now()
+        config = None if self._config is None else self._config()
         with self._sessions.begin() as session:
             for key, status in statuses.items():
                 job_id, _, number = key.rpartition(".")
                 found = jobs.active_attempt(session, job_id, int(number))
                 if found is not None:
-                    apply_status(session, found[0], found[1], status, now)
+                    apply_status(session, found[0], found[1], status, now, config)
 
     def _reap(self, pool: str, key: str) -> None:
         """A lost attempt may have left its job running (its supervisor died): stop it, so

@@ -49,6 +49,7 @@ from gpupool.scheduler.assignment import (
     job_shape,
     resolve_gpu_types,
 )
+from gpupool.scheduler.budgets import BudgetRules, without_borrowing
 from gpupool.scheduler.memo import AssignMemo, FallbackKey, FallbackMemo, job_key
 from gpupool.scheduler.nominations import honour_nominations
 from gpupool.scheduler.preemption import Preemptor
@@ -137,8 +138,9 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 
 def build_workspace(snapshot: Snapshot) -> Workspace:
-    """Step 1: the mutable copy that admissions of this cycle are applied to."""
-    return Workspace(snapshot)
+    """Step 1: the mutable copy that admissions of this cycle are applied to (no-borrow
+    budgets already applied to its quotas: :mod:`gpupool.scheduler.budgets`)."""
+    return Workspace(without_borrowing(snapshot))
 
 
 class _Cycle:
@@ -153,6 +155,7 @@ class _Cycle:
         self.decisions = Decisions()
         self.assigner = AssignMemo(ws)
         self.fallbacks = FallbackMemo(ws)
+        self.budgets = BudgetRules(ws.budgets)
 
     def budget_left(self) -> int | None:
         budget = self.policy.preemption_budget
@@ -209,7 +212,10 @@ def admit_heads(
 def decide(job: PendingJob, cycle: _Cycle) -> bool:
     """Decide one head; True when the decision changed other teams' usage (a claim)."""
     ws, decisions, reservations = cycle.ws, cycle.decisions, cycle.reservations
-    types = cycle.types_of(job)
+    types, on_hold = cycle.budgets.held(job, cycle.types_of(job))
+    if on_hold and not types:
+        decisions.pending[job.id] = on_hold
+        return False
     key = job_key(job, types)
     runtime = job.max_runtime_s if reservations.items else None
     fallback_key = (key, job.priority, cycle.budget_left(), runtime)
@@ -220,7 +226,7 @@ def decide(job: PendingJob, cycle: _Cycle) -> bool:
     if not starving or not reservations.may_reserve(job, types):
         known = cycle.fallbacks.current(fallback_key)
         if known is not None:
-            decisions.pending[job.id] = known.reasons
+            decisions.pending[job.id] = cycle.budgets.explain(job, known.reasons, on_hold)
             return False
     outcome = cycle.assigner.assign(job, types, key)
     if outcome.mode is FitMode.FIT:
@@ -248,7 +254,7 @@ def decide(job: PendingJob, cycle: _Cycle) -> bool:
                 *found,
                 reasons.holding(held.gpu_type, held.node_names(), job.submitted_at, held.due),
             )
-    decisions.pending[job.id] = found
+    decisions.pending[job.id] = cycle.budgets.explain(job, found, on_hold)
     return False
 
 

@@ -11,7 +11,14 @@ from collections.abc import Sequence
 
 from gpupool.core.quota import MIN_CPUS_CHARGED, GpulessCheck, QuotaCheck, QuotaVerdict
 from gpupool.scheduler.capacity import Shape
-from gpupool.scheduler.snapshot import PendingJob, PendingReason, ReasonCode, RunningJob
+from gpupool.scheduler.snapshot import (
+    BudgetAction,
+    BudgetBlock,
+    PendingJob,
+    PendingReason,
+    ReasonCode,
+    RunningJob,
+)
 
 
 def _plural(count: int, word: str) -> str:
@@ -178,3 +185,24 @@ def behind_head(head: PendingJob) -> PendingReason:
     """Strict FIFO: the team's head waits, so nothing behind it starts."""
     message = f"waits behind {head.id}, the first job of team {head.team} (strict FIFO queueing)"
     return PendingReason("*", ReasonCode.BLOCKED, message)
+
+
+def budget(block: BudgetBlock, gpu_type: str | None = None) -> PendingReason:
+    """BUDGET: the team's budget is used up. ``gpu_type``: the type a no-borrow budget keeps
+    the team within its nominal quota of (hold: the budget's own type, or every type)."""
+    of = f" {block.gpu_type}" if block.gpu_type else ""
+    used = f"budget {block.budget}: {block.team} used {block.used} of {block.limit}"
+    if block.gpu_type:
+        used += f" of {block.gpu_type}"
+    used += f" in {block.period}"
+    after = f"until {block.until} or until an admin raises the budget"
+    if block.action is BudgetAction.HOLD:
+        message = f"{used}; its new{of} jobs wait {after}"
+        return PendingReason(block.gpu_type or "*", ReasonCode.BUDGET, message)
+    shown = gpu_type or block.gpu_type or "*"
+    message = (
+        f"{used}; it runs only within its nominal {shown} quota (no borrowing) {after}"
+        if shown != "*"
+        else f"{used}; it runs only within its nominal quota (no borrowing) {after}"
+    )
+    return PendingReason(shown, ReasonCode.BUDGET, message)

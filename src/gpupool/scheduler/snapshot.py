@@ -142,6 +142,31 @@ class Nomination:
     placements: tuple[Placement, ...] = ()
 
 
+class BudgetAction(StrEnum):
+    """What a used-up budget does to its team's scheduling (C3)."""
+
+    NO_BORROW = "no-borrow"  # the team runs only within its nominal quota
+    HOLD = "hold"  # none of the team's queued jobs is admitted; running ones go on
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetBlock:
+    """A team's used-up budget whose enforcement the cycle applies (see
+    :mod:`gpupool.scheduler.budgets`). ``gpu_type``: the one type the budget counts (None: every
+    type). The other fields only explain it in ``why``, as the controller wrote them: ``used``
+    and ``limit`` with their unit ("1,012", "1,000 GPU-h"), the ``period`` ("June 2027") and the
+    day enforcement ends by itself (``until``, "July 1")."""
+
+    team: str
+    budget: str
+    action: BudgetAction
+    gpu_type: str | None = None
+    used: str = ""
+    limit: str = ""
+    period: str = ""
+    until: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """What one cycle decides on.
@@ -150,7 +175,8 @@ class Snapshot:
     controller's, with the node room it derives from the same jobs), so the cycle makes no
     pass over every running job of the cluster. ``None``: the cycle sums ``running`` itself.
     ``nominations``: the preemptions still to take effect, as the last cycle's result gave them
-    (``CycleResult.nominations``), at most one per preemptor.
+    (``CycleResult.nominations``), at most one per preemptor. ``budgets``: the used-up budgets
+    the cycle enforces, in the controller's order.
     """
 
     now: float
@@ -160,6 +186,7 @@ class Snapshot:
     pending: tuple[PendingJob, ...] = ()
     usage: Mapping[str, Mapping[str, int]] | None = None
     nominations: tuple[Nomination, ...] = ()
+    budgets: tuple[BudgetBlock, ...] = ()
 
 
 def held_gpus(running: Iterable[RunningJob]) -> dict[str, dict[str, int]]:
@@ -250,6 +277,7 @@ class ReasonCode(StrEnum):
     PREEMPTION = "preemption"  # it would fit only by preempting jobs it may not preempt
     PREEMPTING = "preempting"  # victims were signalled; waiting for them to end
     RESERVED = "reservation"  # the free GPUs are reserved for a job that waited too long
+    BUDGET = "budget"  # the team's budget for the period is used up (hold or no-borrow)
 
 
 @dataclass(frozen=True, slots=True)

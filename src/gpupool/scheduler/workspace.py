@@ -96,6 +96,7 @@ class Workspace:
         self.now = snapshot.now
         self.running = snapshot.running
         self.teams = dict(snapshot.teams)
+        self.budgets = snapshot.budgets  # enforced by the cycle (scheduler.budgets)
         self._quotas: dict[tuple[str, str], Quota] = {}
         # Pool views per gpu type in name order; their rooms are built at first use of the type
         # (a cycle that decides one job on one type never copies the other types' nodes).

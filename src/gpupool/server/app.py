@@ -13,6 +13,7 @@ from gpupool.server.routes import (
     arrays,
     artifacts,
     audit,
+    budgets,
     cluster,
     config,
     health,
@@ -46,6 +47,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(audit.router)
     app.include_router(config.router)
     app.include_router(artifacts.router)
+    app.include_router(budgets.router)
     app.include_router(tokens.router)
     app.include_router(usage.router)
     # Every mutating request is recorded, including those refused before any route runs

@@ -216,6 +216,7 @@ def _serve(
     limits = settings.limits
     if role != "api":  # an API replica leaves scheduling to the controllers
         runtime.controller.start()
+        runtime.webhooks.start()
     try:
         server = uvicorn.Server(
             uvicorn.Config(

@@ -17,6 +17,9 @@ Decisions recorded here:
 * A quota of the ``cpu`` type counts no GPUs: ``nominal``, ``borrowing_limit`` and
   ``lending_limit`` there are errors (they would bound nothing); ``cpus`` and ``memory_gb`` are
   what bound a team's jobs on ``cpu`` pools.
+* A budget sets exactly one limit (``gpu_hours`` or ``amount``); only a ``custom`` period takes
+  ``start`` and ``end``, and it needs both. Budget names are unique within a team (alerts and
+  ``gpupool budget set`` name a budget by team and name), and so are webhook names.
 * Names of gpu types, teams and cohorts follow the pool-name rule (DNS labels), because they
   become Kubernetes namespaces, labels and ResourceFlavor names (REQUIREMENTS K1).
 """
@@ -267,7 +270,8 @@ def check_storage(config: ClusterConfig) -> Iterator[Finding]:
 
 
 def check_accounting(config: ClusterConfig) -> Iterator[Finding]:
-    """The currency is an ISO 4217 code and the timezone an IANA zone this machine knows."""
+    """The currency is an ISO 4217 code, the timezone an IANA zone this machine knows, and a
+    ledger gap is longer than an accrual interval."""
     accounting = config.accounting
     if accounting.currency not in ISO_4217:
         yield Finding(
@@ -282,6 +286,14 @@ def check_accounting(config: ClusterConfig) -> Iterator[Finding]:
             ("accounting", "timezone"),
             f"unknown timezone {accounting.timezone!r}",
             "use an IANA zone name such as UTC, Europe/Paris or America/New_York",
+        )
+    gap_after = accounting.gap_after_s
+    if gap_after is not None and gap_after <= accounting.accrual_interval_s:
+        yield Finding(
+            ("accounting", "gap_after_s"),
+            f"gap_after_s ({gap_after:g} s) is not longer than accrual_interval_s "
+            f"({accounting.accrual_interval_s:g} s): every accrual would be a gap",
+            "make it a few accrual intervals, or leave it out (3 x accrual_interval_s + 30 s)",
         )
 
 
@@ -301,6 +313,75 @@ def check_team_gids(config: ClusterConfig) -> Iterator[Finding]:
             owner[team.gid] = name
 
 
+def check_budgets(config: ClusterConfig) -> Iterator[Finding]:
+    """Each team's budgets: one limit, a period that can be computed, known gpu type, unique
+    names; thresholds in (0, 1000] percent."""
+    for team_name, team in config.teams.items():
+        seen: dict[str, int] = {}
+        for i, budget in enumerate(team.budgets):
+            at = ("teams", team_name, "budgets", i)
+            if budget.name in seen:
+                yield Finding(
+                    (*at, "name"),
+                    f"duplicate budget name {budget.name!r} (also budgets[{seen[budget.name]}])",
+                    "give each budget of a team its own name",
+                )
+            seen.setdefault(budget.name, i)
+            if (budget.gpu_hours is None) == (budget.amount is None):
+                yield Finding(
+                    at,
+                    f"budget {budget.name!r} needs exactly one limit: gpu_hours or amount",
+                    f"set gpu_hours: N (GPU-hours) or amount: N ({config.accounting.currency})",
+                )
+            if budget.period == "custom":
+                if budget.start is None or budget.end is None:
+                    yield Finding(
+                        at,
+                        f"custom budget {budget.name!r} needs start and end",
+                        "set start: and end: to dates (YYYY-MM-DD, both days included)",
+                    )
+                elif budget.end < budget.start:
+                    yield Finding(
+                        (*at, "end"),
+                        f"end {budget.end} is before start {budget.start}",
+                        f"set end to {budget.start} or later",
+                    )
+            else:
+                for key in ("start", "end"):
+                    if getattr(budget, key) is not None:
+                        yield Finding(
+                            (*at, key),
+                            f"{key} applies to custom periods only, not {budget.period!r}",
+                            f"remove {key}, or set period: custom",
+                        )
+            if budget.gpu_type is not None and budget.gpu_type not in config.gpu_types:
+                yield Finding(
+                    (*at, "gpu_type"),
+                    f"unknown gpu type {budget.gpu_type!r}",
+                    unknown_name_hint(budget.gpu_type, "gpu_types", config.gpu_types),
+                )
+            for j, threshold in enumerate(budget.thresholds):
+                if not 0 < threshold <= 1000:
+                    yield Finding(
+                        (*at, "thresholds", j),
+                        f"threshold {threshold:g} is not a percentage in (0, 1000]",
+                        "use percents of the limit, e.g. [50, 80, 100]",
+                    )
+
+
+def check_webhooks(config: ClusterConfig) -> Iterator[Finding]:
+    """Webhook names are unique: deliveries name their target."""
+    seen: set[str] = set()
+    for i, hook in enumerate(config.accounting.webhooks):
+        if hook.name in seen:
+            yield Finding(
+                ("accounting", "webhooks", i, "name"),
+                f"duplicate webhook name {hook.name!r}",
+                "give each webhook its own name",
+            )
+        seen.add(hook.name)
+
+
 CHECKS: tuple[Check, ...] = (
     check_names,
     check_pools,
@@ -311,4 +392,6 @@ CHECKS: tuple[Check, ...] = (
     check_scheduler,
     check_storage,
     check_accounting,
+    check_budgets,
+    check_webhooks,
 )

@@ -7,6 +7,7 @@ every problem of a file can be reported at once with its line. Unknown keys are 
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -139,6 +140,33 @@ class Quota(_Strict):
     )
 
 
+class Budget(_Strict):
+    """A team's limit on what it uses in a period (C3), in GPU-hours or in money.
+
+    ``period``: ``month``, ``week`` (from ``accounting.week_start``), ``quarter`` (of the
+    fiscal year, ``accounting.fiscal_year_start``), all cut in ``accounting.timezone``; or
+    ``custom``, from the first day ``start`` to the last day ``end`` (both included). Exactly one
+    of ``gpu_hours`` and ``amount`` (in ``accounting.currency``) is the limit. ``gpu_type``
+    counts only that type's GPUs. Each threshold (percent of the limit) alerts once per period;
+    at 100 % ``enforcement`` applies until the period ends or the limit is raised: ``alert``
+    only alerts, ``no-borrow`` keeps the team within its nominal quota, ``hold`` admits none of
+    its new jobs (running work continues).
+    """
+
+    name: str = Field(pattern=NAME_PATTERN)
+    period: Literal["month", "week", "quarter", "custom"] = "month"
+    start: date | None = Field(default=None, description="custom periods: the first day.")
+    end: date | None = Field(default=None, description="custom periods: the last day.")
+    gpu_hours: float | None = Field(default=None, gt=0)
+    amount: float | None = Field(default=None, gt=0, description="In accounting.currency.")
+    gpu_type: str | None = Field(default=None, description="Count only this gpu type.")
+    thresholds: list[float] = Field(
+        default_factory=lambda: [50.0, 80.0, 100.0],
+        description="Percent of the limit at which to alert, once per period each.",
+    )
+    enforcement: Literal["alert", "no-borrow", "hold"] = "alert"
+
+
 class Team(_Strict):
     cohort: str | None = None
     weight: float = Field(default=1.0, gt=0)
@@ -152,6 +180,7 @@ class Team(_Strict):
         le=2**31 - 2,
         description="POSIX group of the team's storage: owns shared/, added to its jobs' groups.",
     )
+    budgets: list[Budget] = Field(default_factory=list)
 
 
 class User(_Strict):
@@ -185,6 +214,20 @@ class SchedulerSettings(_Strict):
     )
 
 
+class Webhook(_Strict):
+    """Where budget alerts are POSTed. The signing secret is read from the environment
+    variable ``secret_env`` of the server process, never from this file (which is stored and
+    shown in the configuration history)."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    url: str = Field(pattern=r"^https?://\S+$", description="http:// or https:// URL.")
+    secret_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Z_][A-Z0-9_]*$",
+        description="Environment variable holding the HMAC-SHA256 signing secret.",
+    )
+
+
 class Accounting(_Strict):
     """How usage is priced and cut into periods (C2). Prices live on the gpu types."""
 
@@ -205,6 +248,17 @@ class Accounting(_Strict):
         le=3600,
         description="How often the controller adds running attempts' time to the ledger; "
         "reports always include running attempts up to now.",
+    )
+    gap_after_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=7 * 24 * 3600,
+        description="A controller that finds the ledger last accrued longer ago than this "
+        "records the span as a gap (missing data, no capacity); default: 3 x "
+        "accrual_interval_s + 30 s.",
+    )
+    webhooks: list[Webhook] = Field(
+        default_factory=list, description="Targets of budget alerts (POST, signed JSON)."
     )
 
 

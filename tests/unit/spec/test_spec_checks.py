@@ -468,6 +468,21 @@ CASES = [
         ),
         id="local option with a typo",
     ),
+    pytest.param(
+        Case(
+            {
+                "accounting": """
+                    accounting:
+                      accrual_interval_s: 60
+                      gap_after_s: 30  # <-
+                """
+            },
+            path="accounting.gap_after_s",
+            message="gap_after_s (30 s) is not longer than accrual_interval_s (60 s)",
+            hint="leave it out",
+        ),
+        id="ledger gap shorter than an accrual interval",
+    ),
 ]
 
 
