@@ -1,4 +1,9 @@
-"""Accounting speed. The JSON is a dict of sections (``sections.<name>``), one per case.
+"""Accounting speed. The JSON is a dict of sections (``sections.<name>``), one per case;
+``--sections`` picks them (default: all).
+
+``summary``: a month's cost summary over 1,000,000 attempts of 200 teams, on SQLite and
+PostgreSQL (``accounting_summary.py`` says what is filled and measured; its options are
+``--summary-*``).
 
 ``ledger_overhead``: what the usage ledger adds to a controller step. On each store of
 ``--stores`` (SQLite in a temporary directory; PostgreSQL in a scratch database: see
@@ -17,8 +22,10 @@ and ``per_step_pct``: the accrual spread over the steps of one ``accrual_interva
 when the controller is busy (a tick every ``max(MIN_TICK_GAP_S, 3 x step)``, the loop's
 pacing); every other step pays one clock read. The target (``met``): ``per_step_pct <= 5``.
 
-    python bench/accounting.py [--queued 20000] [--teams 100] [--running 2000] [--users 50]
-           [--repeat 7] [--json] [--stores sqlite,postgresql]
+    python bench/accounting.py [--json] [--sections summary,ledger_overhead]
+           [--stores sqlite,postgresql] [--queued 20000] [--teams 100] [--running 2000]
+           [--users 50] [--repeat 7] [--summary-attempts 1000000] [--summary-teams 200]
+           [--summary-running 1000] [--summary-repeat 3] [--summary-seed 1]
 """
 
 from __future__ import annotations
@@ -32,10 +39,12 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import accounting_summary
 from sqlalchemy.orm import Session, sessionmaker
 from stores import postgres_database
 
@@ -226,16 +235,7 @@ def ledger_overhead(
     return out
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queued", type=int, default=20_000)
-    parser.add_argument("--teams", type=int, default=100)
-    parser.add_argument("--running", type=int, default=2_000)
-    parser.add_argument("--users", type=int, default=50)
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--stores", default="sqlite,postgresql", help="comma-separated")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
+def ledger_overhead_section(args: argparse.Namespace) -> dict[str, Any]:
     section: dict[str, Any] = {
         "queued": args.queued,
         "teams": args.teams,
@@ -268,9 +268,33 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     f"+{measured['per_step_pct']} % a step",
                     flush=True,
                 )
+    return section
+
+
+SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "summary": accounting_summary.summary_section,
+    "ledger_overhead": ledger_overhead_section,
+}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated")
+    parser.add_argument("--queued", type=int, default=20_000)
+    parser.add_argument("--teams", type=int, default=100)
+    parser.add_argument("--running", type=int, default=2_000)
+    parser.add_argument("--users", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--stores", default="sqlite,postgresql", help="comma-separated")
+    parser.add_argument("--json", action="store_true")
+    accounting_summary.add_arguments(parser)
+    args = parser.parse_args(argv)
+    unknown = set(args.sections.split(",")) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; use some of {sorted(SECTIONS)}")
     result = {
         "benchmark": "accounting",
-        "sections": {"ledger_overhead": section},
+        "sections": {name: SECTIONS[name](args) for name in args.sections.split(",")},
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "cpus": os.cpu_count(),
     }

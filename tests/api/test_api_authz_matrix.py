@@ -29,24 +29,29 @@ ROLES = {
     "member": "alice",
     "viewer": "vera",
     "other team": "bob",
+    "auditor": "audra",
     "no token": None,
 }
 
 
 def statuses(
-    admin: int, team_admin: int, member: int, viewer: int, other: int, anonymous: int
+    admin: int, team_admin: int, member: int, viewer: int, other: int, auditor: int, anonymous: int
 ) -> dict[str, int]:
-    return dict(zip(ROLES, (admin, team_admin, member, viewer, other, anonymous), strict=True))
+    return dict(
+        zip(ROLES, (admin, team_admin, member, viewer, other, auditor, anonymous), strict=True)
+    )
 
 
-PUBLIC = statuses(200, 200, 200, 200, 200, 200)
-SIGNED_IN = statuses(200, 200, 200, 200, 200, 401)
-READ_TEAM = statuses(200, 200, 200, 200, 403, 401)
-MUTATE_TEAM = statuses(200, 200, 200, 403, 403, 401)
-ADMINS = statuses(200, 200, 403, 403, 403, 401)
-PLATFORM_ADMIN = statuses(200, 403, 403, 403, 403, 401)
+PUBLIC = statuses(200, 200, 200, 200, 200, 200, 200)
+SIGNED_IN = statuses(200, 200, 200, 200, 200, 200, 401)
+# The auditor has no team role: a team's jobs are not theirs to read, its usage is.
+READ_TEAM = statuses(200, 200, 200, 200, 403, 403, 401)
+MUTATE_TEAM = statuses(200, 200, 200, 403, 403, 403, 401)
+ADMINS = statuses(200, 200, 403, 403, 403, 403, 401)
+PLATFORM_ADMIN = statuses(200, 403, 403, 403, 403, 403, 401)
+READ_TEAM_USAGE = statuses(200, 200, 200, 200, 403, 200, 401)
 # The signed URL of a job's grant is the credential; a bearer token is no substitute.
-SIGNED_URL_ONLY = statuses(403, 403, 403, 403, 403, 403)
+SIGNED_URL_ONLY = statuses(403, 403, 403, 403, 403, 403, 403)
 
 
 @dataclass(frozen=True)
@@ -95,10 +100,10 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("GET", "/v1/audit"): Expect(ADMINS),
     # Every signed-in user manages their own tokens; {token_id} is one of alice's (the member).
     ("POST", "/v1/tokens"): Expect(
-        statuses(201, 201, 201, 201, 201, 401), body={"description": "matrix"}
+        statuses(201, 201, 201, 201, 201, 201, 401), body={"description": "matrix"}
     ),
     ("GET", "/v1/tokens"): Expect(SIGNED_IN),
-    ("DELETE", "/v1/tokens/{token_id}"): Expect(statuses(200, 404, 200, 404, 404, 401)),
+    ("DELETE", "/v1/tokens/{token_id}"): Expect(statuses(200, 404, 200, 404, 404, 404, 401)),
     ("GET", "/v1/config"): Expect(PLATFORM_ADMIN),
     ("GET", "/v1/config/versions"): Expect(PLATFORM_ADMIN),
     # The configuration in force, sent back unchanged: a diff and an apply that change nothing.
@@ -109,6 +114,9 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("GET", "/v1/budgets"): Expect(ADMINS, query={"team": "team-a"}),
     ("PUT", "/v1/budgets/{team}/{name}"): Expect(PLATFORM_ADMIN, body={"gpu_hours": 1000}),
     ("GET", "/v1/webhooks/deliveries"): Expect(PLATFORM_ADMIN),
+    # Asked for team-a: another team's member is refused; the auditor reads every team.
+    ("GET", "/v1/usage"): Expect(READ_TEAM_USAGE, query={"team": "team-a"}),
+    ("GET", "/v1/costs"): Expect(READ_TEAM_USAGE, query={"team": "team-a", "format": "csv"}),
     ("GET", "/v1/artifacts/{team}/{path:path}"): Expect(SIGNED_URL_ONLY, bearer=False),
     ("PUT", "/v1/artifacts/{team}/{path:path}"): Expect(SIGNED_URL_ONLY, bearer=False),
 }

@@ -57,7 +57,7 @@ def submitted(server: ServerProcess, user: str, *args: str) -> str:
 
 def test_tour(server: ServerProcess, open_dir: Path) -> None:
     """The README's tour, step by step: each comment there is asserted here."""
-    assert set(server.tokens) == {"admin", "alice", "bob", "carol", "vera"}
+    assert set(server.tokens) == {"admin", "alice", "bob", "carol", "vera", "audra"}
     release = open_dir / "release"
     wait = f"while [ ! -f {release} ]; do sleep 0.05; done"
     train = [
@@ -149,6 +149,10 @@ def test_tour(server: ServerProcess, open_dir: Path) -> None:
     )
     followed = cli(server, "alice", "logs", "-f", train[1])
     assert "training on GPU" in followed.stdout
+    costs = cli_json(server, "audra", "costs")
+    assert costs["currency"] == "USD" and costs["group_by"] == ["team", "gpu_type"]  # type: ignore[index]
+    other = cli(server, "bob", "usage", "--team", "team-a")
+    assert other.returncode == 4 and "team-a" in other.stderr
 
     missing = cli(server, "alice", "job", "j-000000000000")
     assert missing.returncode == 3

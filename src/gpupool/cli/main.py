@@ -1,10 +1,11 @@
 """The ``gpupool`` entry point: the Typer app, its global options and command registration.
 
-User commands (submit, jobs, job, logs, cancel, why, teams, pools, whoami, audit, budget) talk
-to the server through ``gpupool.client`` only; operator commands (server, token, config) come from
-``gpupool.cli.operator``, ``db`` (upgrade, backup) from ``gpupool.cli.db``, ``doctor`` from
-``gpupool.cli.doctor``, and ``simulate`` runs the trace simulator in this process
-(``gpupool.cli.simulate``). Exit codes are documented in ``gpupool.cli.exit_codes``:
+User commands (submit, jobs, job, logs, cancel, why, teams, pools, whoami, audit, budget,
+usage, costs) talk to the server through ``gpupool.client`` only; operator commands (server,
+token, config) come from ``gpupool.cli.operator``, ``db`` (upgrade, backup) from
+``gpupool.cli.db``, ``doctor`` from ``gpupool.cli.doctor``, and ``simulate`` runs the trace
+simulator in this process (``gpupool.cli.simulate``). Exit codes are documented in
+``gpupool.cli.exit_codes``:
 
     0 ok · 1 unexpected error · 2 usage error · 3 not found · 4 unauthenticated/forbidden
     5 invalid request/conflict · 6 server unreachable
@@ -34,6 +35,7 @@ from gpupool.cli import (
     operator,
     simulate,
     teams,
+    usage,
 )
 from gpupool.cli.context import Options
 from gpupool.cli.exit_codes import HELP as EXIT_CODES_HELP
@@ -81,6 +83,7 @@ cluster.register(app)
 audit.register(app)
 budgets.register(app)
 login.register(app)
+usage.register(app)
 operator.register(app)
 db.register(app)
 doctor.register(app)

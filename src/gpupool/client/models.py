@@ -201,6 +201,7 @@ class WhoAmI(ReadModel):
     user: str
     platform_admin: bool = False
     teams: dict[str, str] = Field(default_factory=dict)
+    auditor: bool = False  # reads every team's usage and costs
 
 
 class AuditEntry(ReadModel):

@@ -41,6 +41,12 @@ from gpupool.client.models import (
     WhyReport,
 )
 from gpupool.client.settings import resolve
+from gpupool.client.usage import (
+    UsageAttempt,
+    UsageAttemptPage,
+    UsageReport,
+    report_params,
+)
 from gpupool.core.tokens import token_id_of
 
 
@@ -302,6 +308,49 @@ class Client:
             if not page.next_cursor:
                 return
             cursor = page.next_cursor
+
+    # -- usage and costs ------------------------------------------------------------------
+
+    def usage(self, **query: Any) -> UsageReport:
+        """GPU-hours within quota, borrowed and idle share, per period and group. ``query``:
+        ``team``, ``start``/``end`` (dates or times; ``end`` defaults to now) or ``period``
+        (day, week, month, quarter, year) holding the date ``at``, and ``group_by`` (team,
+        user, gpu_type, pool, priority_class; default team and gpu type)."""
+        params = report_params(**query)
+        return UsageReport.model_validate(self._request("GET", f"{wire.API}/usage", params=params))
+
+    def costs(self, **query: Any) -> UsageReport:
+        """The usage report priced in the server's currency (``currency``); as :meth:`usage`."""
+        params = report_params(**query)
+        return UsageReport.model_validate(self._request("GET", f"{wire.API}/costs", params=params))
+
+    def usage_attempts(
+        self, *, costs: bool = False, limit: int = 1000, cursor: str | None = None, **query: Any
+    ) -> UsageAttemptPage:
+        """One page of the per-attempt report (with costs when ``costs``)."""
+        params = {**report_params(**query), "report": "attempts", "limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        path = f"{wire.API}/{'costs' if costs else 'usage'}"
+        return UsageAttemptPage.model_validate(self._request("GET", path, params=params))
+
+    def iter_usage_attempts(self, *, costs: bool = False, **query: Any) -> Iterator[UsageAttempt]:
+        """Every attempt of the report, fetching pages lazily."""
+        cursor: str | None = None
+        while True:
+            page = self.usage_attempts(costs=costs, cursor=cursor, **query)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def usage_csv(self, *, costs: bool = False, attempts: bool = False, **query: Any) -> str:
+        """The report as the server writes it in CSV (``# missing`` lines, then a table)."""
+        params = report_params(**query)
+        if attempts:
+            params.update(report="attempts", limit=10_000)
+        path = f"{wire.API}/{'costs' if costs else 'usage'}"
+        return self._send("GET", path, params=params, headers={"Accept": "text/csv"}).text
 
     # -- configuration (platform admins) -----------------------------------------------------
 

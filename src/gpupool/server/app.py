@@ -20,6 +20,7 @@ from gpupool.server.routes import (
     jobs,
     signin,
     tokens,
+    usage,
 )
 from gpupool.server.runtime import Runtime
 from gpupool.server.services.logs import FollowerSlots
@@ -50,6 +51,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(budgets.router)
     app.include_router(tokens.router)
     app.include_router(signin.router)
+    app.include_router(usage.router)
     # Every mutating request is recorded, including those refused before any route runs
     # (anonymous refusals are counted: see server.audit).
     app.add_middleware(AuditMiddleware, summary_every_s=limits.audit_summary_s)

@@ -34,6 +34,7 @@ from gpupool.server.services.config import ConfigService
 from gpupool.server.services.jobs import JobService
 from gpupool.server.services.teams import TeamService
 from gpupool.server.services.tokens import TokenService
+from gpupool.server.services.usage import UsageService
 from gpupool.server.webhooks import WebhookWorker
 from gpupool.spec.models import ClusterConfig
 from gpupool.state.db import Engine, SessionFactory, Sessions, make_engine, session_factory
@@ -57,6 +58,7 @@ class Runtime:
     audit: AuditService = field(init=False)
     auth: Authenticator = field(init=False)
     artifacts: ArtifactService = field(init=False)
+    usage: UsageService = field(init=False)
     tokens: TokenService = field(init=False)
     signer: Signer | None = None  # signs local grants; None: from the settings' key
     # Keeps ``config`` current from the store's versions (None: a fixed configuration).
@@ -95,6 +97,7 @@ class Runtime:
         self.teams = TeamService(
             self.sessions, self.current_config, self.controller.backoff.health, self.clock.now
         )
+        self.usage = UsageService(self.sessions, self.current_config, self.clock)
         if self.live is None:
             self.live = LiveConfig(self.sessions, self.config)
         self.config_service = ConfigService(

@@ -227,6 +227,7 @@ class WhoAmI(BaseModel):
     user: str
     platform_admin: bool
     teams: dict[str, str]
+    auditor: bool = False  # reads every team's usage and costs
 
 
 class ErrorBody(BaseModel):

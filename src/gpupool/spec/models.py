@@ -200,6 +200,11 @@ class User(_Strict):
     gid: int = Field(ge=0)
     groups: list[int] = Field(default_factory=list)
     platform_admin: bool = False
+    auditor: bool = Field(
+        default=False,
+        description="Reads every team's usage and costs, and nothing else of theirs; "
+        "changes nothing.",
+    )
 
 
 class SchedulerSettings(_Strict):

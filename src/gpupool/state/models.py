@@ -308,7 +308,20 @@ class UsageHourRow(Base):
     kept incrementally with the ledger (``usage``) and never deleted with jobs."""
 
     __tablename__ = "usage_hours"
-    __table_args__ = (Index("ix_usage_hours_team_hour", "team", "hour"),)
+    __table_args__ = (
+        Index("ix_usage_hours_team_hour", "team", "hour"),
+        # Covers a report's GROUP BY team, gpu type, pool, node type over an hour range.
+        Index(
+            "ix_usage_hours_report",
+            "team",
+            "gpu_type",
+            "pool",
+            "node_type",
+            "hour",
+            "gpu_ms",
+            "borrowed_gpu_ms",
+        ),
+    )
 
     hour: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
     team: Mapped[str] = mapped_column(String(100), primary_key=True)
