@@ -132,7 +132,7 @@ def test_attempts_follow_pages(api: FakeApi, runner: CliRunner) -> None:
     result = runner.invoke(app, ["usage", "--attempts", "--json"])
 
     assert result.exit_code == 0, result.output
-    assert [a["attempt_id"] for a in json.loads(result.stdout)] == [1, 2, 3]
+    assert [a["attempt_id"] for a in json.loads(result.stdout)["items"]] == [1, 2, 3]
 
 
 def test_forbidden_team_exits_not_allowed(api: FakeApi, runner: CliRunner) -> None:
