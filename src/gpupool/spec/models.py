@@ -1,4 +1,4 @@
-"""Pydantic models of the cluster configuration YAML (DESIGN §4).
+"""Pydantic models of the cluster configuration YAML (docs/architecture.md §4).
 
 Field-level rules live on the models; rules that relate sections to each other (a pool's
 gpu type must exist, a member must be a user, ...) live in ``gpupool.spec.checks`` so that
@@ -63,12 +63,12 @@ class Pool(_Strict):
     data_access: Literal["pool-identity", "grant"] = Field(
         default="pool-identity",
         description="grant: each attempt gets short-lived URLs scoped to its inputs and "
-        "outputs (DESIGN §8); pool-identity: the legacy mode, the pool's own access.",
+        "outputs (docs/architecture.md §8); pool-identity: the legacy mode, the pool's own access.",
     )
 
 
 class Storage(_Strict):
-    """Where teams' data lives and how long grants to it last (DESIGN §8).
+    """Where teams' data lives and how long grants to it last (docs/architecture.md §8).
 
     ``root`` is a local directory (each team under ``<root>/<team>``), ``az://<account>``
     (one container per team, named after it) or ``s3://<bucket>[/<prefix>]`` (each team
@@ -107,7 +107,8 @@ class BorrowWithinCohort(_Strict):
 
 
 class Preemption(_Strict):
-    """What a job may preempt to fit (DESIGN §5.6). Defaults follow Kueue's common setup:
+    """What a job may preempt to fit (docs/architecture.md §5.6). Defaults follow Kueue's common
+    setup:
     preempt lower priority within the team, reclaim lent quota from anyone, and never
     preempt to borrow."""
 
