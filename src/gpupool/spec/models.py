@@ -108,8 +108,7 @@ class BorrowWithinCohort(_Strict):
 
 class Preemption(_Strict):
     """What a job may preempt to fit (docs/architecture.md §5.6). Defaults follow Kueue's common
-    setup:
-    preempt lower priority within the team, reclaim lent quota from anyone, and never
+    setup: preempt lower priority within the team, reclaim lent quota from anyone, and never
     preempt to borrow."""
 
     within_team: Literal["never", "lower_priority"] = "lower_priority"
