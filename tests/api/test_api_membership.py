@@ -113,4 +113,9 @@ def test_membership_follows_the_directory(api: Api, directory: Path, steps: list
 
 def test_whoami_shows_group_roles(api: Api) -> None:
     me = api.client.get("/v1/whoami", headers=api.as_("dave")).json()
-    assert me == {"user": "dave", "platform_admin": False, "teams": {"team-a": "member"}}
+    assert me == {
+        "user": "dave",
+        "platform_admin": False,
+        "auditor": False,
+        "teams": {"team-a": "member"},
+    }
