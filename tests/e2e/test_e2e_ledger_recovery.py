@@ -28,8 +28,9 @@ pytestmark = pytest.mark.slow
 WAIT = ["sh", "-c", 'while [ ! -f "$RELEASE" ]; do sleep 0.05; done']
 DEMO_GPUS = 4 + 4  # the demo's pools: one node of 4 h100, one of 4 t4
 GAP_AFTER_S = 3.0
-# The demo, accruing every second; a controller that finds the ledger older than 3 s gaps it.
-ACCOUNTING = f"\naccounting:\n  accrual_interval_s: 1\n  gap_after_s: {GAP_AFTER_S}\n"
+# Put at the head of the demo's accounting section: accrue every second, and a controller
+# that finds the ledger older than 3 s records a gap.
+ACCOUNTING = f"accounting:\n  accrual_interval_s: 1\n  gap_after_s: {GAP_AFTER_S}\n"
 
 
 def accrued(sessions: SessionFactory) -> datetime | None:
@@ -47,7 +48,9 @@ def test_a_late_restart_counts_running_jobs_once_and_leaves_a_gap(
     tmp_path: Path, open_dir: Path, demo_path: Path
 ) -> None:
     config = tmp_path / "cluster.yaml"
-    config.write_text(demo_path.read_text() + ACCOUNTING)
+    demo = demo_path.read_text()
+    assert demo.count("\naccounting:\n") == 1
+    config.write_text(demo.replace("\naccounting:\n", "\n" + ACCOUNTING, 1))
     home = tmp_path / "home"
     release = open_dir / "release"
     server = ServerProcess(home, config)
