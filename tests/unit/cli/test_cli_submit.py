@@ -29,6 +29,7 @@ def test_submit_maps_every_flag(api: FakeApi, runner: CliRunner) -> None:
             "--env", "SEED=1",
             "--env", "URL=http://a?b=c",
             "--max-runtime", "3600",
+            "--checkpoint-interval", "900",
             "--input", "shared/datasets/x",
             "--input", "home/alice/cfg.yaml",
             "--output", "home/alice/ckpt",
@@ -51,6 +52,7 @@ def test_submit_maps_every_flag(api: FakeApi, runner: CliRunner) -> None:
         "kind": "training",
         "env": {"SEED": "1", "URL": "http://a?b=c"},
         "max_runtime_s": 3600,
+        "checkpoint_interval_s": 900,
         "inputs": ["shared/datasets/x", "home/alice/cfg.yaml"],
         "outputs": ["home/alice/ckpt"],
     }
