@@ -14,9 +14,11 @@ The loop is the controller's tick with the clock and the store taken out:
    policy's configuration;
 4. admissions are submitted to the simulated backend; preemption victims are cancelled
    through it, end at once, and go back to the queue as a new attempt that keeps its submit
-   time and the work it has done (training jobs checkpoint: an attempt resumes). Each
-   cycle's nominations are handed to the next, as the controller does, so the next cycle
-   decides each preemptor first, on the room its victims freed.
+   time. As in the real system the new attempt runs the job's command again from the start:
+   the work the victim did is lost, unless the job declared ``checkpoint_interval_s``, in
+   which case it resumes from its last checkpoint (:func:`checkpointed`). Each cycle's
+   nominations are handed to the next, as the controller does, so the next cycle decides
+   each preemptor first, on the room its victims freed.
 
 The one thing the controller has that the simulator does not is the database: the
 controller's SQL reads and writes would make a replay of months of a cluster take hours, and
@@ -58,7 +60,8 @@ class JobRecord:
     shape: Shape
     priority: int
     pending: PendingJob | None = None
-    remaining_s: float = 0.0
+    saved_s: float = 0.0  # work kept by the last checkpoint of an attempt (0: start over)
+    lost_gpu_s: float = 0.0  # GPU-seconds preempted attempts ran beyond their checkpoints
     attempts: int = 0
     first_start: float | None = None
     end: float | None = None
@@ -136,7 +139,7 @@ class Simulation:
         team = self.setup.team_of(job.team)
         cls = job.priority_class or config.default_priority_class(team)
         priority = config.priority_classes[cls].value if cls in config.priority_classes else 0
-        record = JobRecord(job, team, shape, priority, remaining_s=job.duration_s)
+        record = JobRecord(job, team, shape, priority)
         record.unschedulable = never_runs(config, team, shape, types)
         if not record.unschedulable:
             record.pending = PendingJob(
@@ -267,8 +270,9 @@ class Simulation:
             nodes=record.shape.nodes,
             cpus=0.0,
             memory_gb=0.0,
-            env={DURATION_ENV: repr(record.remaining_s)},
+            env={DURATION_ENV: repr(record.trace.duration_s - record.saved_s)},
             devices=tuple(p.devices for p in placements),
+            checkpoint_interval_s=record.trace.checkpoint_interval_s,
         )
         record.handle = self.backends[pool].submit(spec)
         run = self.cluster.run(spec.key)
@@ -305,20 +309,21 @@ class Simulation:
         if team in self.team_held:
             self.team_held[team] += gpus
 
-    def _release(self, record: JobRecord) -> None:
+    def _release(self, record: JobRecord) -> int:
+        """Free the attempt's GPUs; how many it held."""
         running = record.running
         assert running is not None
         gpus = running.gpus
         ran = self.now - record.started
         self.meter.end(record.team, gpus, record.started, self.now)
         self.outcome.borrowed_gpu_s += record.borrowed * ran
-        record.remaining_s = max(0.0, record.remaining_s - ran)
         self._hold(record, -gpus)
         self.pools.free(running.placements)
         del self.running[record.trace.job_id]
         self._running = None
         record.running = None
         record.handle = None
+        return gpus
 
     def _end(self, record: JobRecord, attempt: int) -> bool:
         """The backend says the attempt ended; False for a stale event (a preempted attempt)."""
@@ -334,7 +339,10 @@ class Simulation:
     def _preempt(self, record: JobRecord) -> None:
         assert record.handle is not None
         self.backends[record.pool].cancel(record.handle, self.config.scheduler.grace_period_s)
-        self._release(record)
+        done = record.saved_s + (self.now - record.started)
+        gpus = self._release(record)
+        record.saved_s = checkpointed(done, record.trace.checkpoint_interval_s)
+        record.lost_gpu_s += gpus * (done - record.saved_s)
         record.preempted += 1
         assert record.pending is not None
         record.pending = replace(record.pending, queued_at=self.now)
@@ -378,6 +386,16 @@ class Simulation:
         self.violated_since.clear()
         for record in self.pending.values():
             record.unschedulable = record.unschedulable or "still waiting when the trace ended"
+
+
+def checkpointed(done_s: float, interval_s: int | None) -> float:
+    """The work a stopped attempt keeps of ``done_s`` seconds: what its last checkpoint saved
+    (a whole number of intervals), or nothing for a job that does not checkpoint."""
+    if interval_s is None:
+        return 0.0
+    # The tolerance keeps float noise in virtual times (a preemption exactly at a checkpoint
+    # lands at 599.999...) from costing a whole interval.
+    return math.floor(done_s / interval_s + 1e-9) * float(interval_s)
 
 
 def simulate(
