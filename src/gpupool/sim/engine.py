@@ -44,7 +44,7 @@ from gpupool.controller.loop import MIN_TICK_GAP_S
 from gpupool.controller.parking import Parking
 from gpupool.controller.snapshot import PoolState, policy_for, team_views
 from gpupool.controller.state import TeamQueue
-from gpupool.scheduler import Nomination, PendingJob, RunningJob, Snapshot
+from gpupool.scheduler import Nomination, PendingJob, RunningJob, Snapshot, TeamView
 from gpupool.sim.cluster import PolicySetup, Shape, job_shape, largest_node, never_runs
 from gpupool.sim.trace import TraceJob
 
@@ -108,6 +108,9 @@ class Simulation:
         self.meter = UsageMeter(config.scheduler.fair_share_half_life_s)
         self.nominations: tuple[Nomination, ...] = ()  # handed from cycle to cycle, as there
         self.pools = PoolState(config)
+        # The teams' views without usage: the configuration does not change during a run, so
+        # only the decayed usage is put in at each cycle (team_views is the controller's).
+        self._teams = team_views(config, {})
         self.parking = Parking()
         self.queues: dict[str, TeamQueue] = {}  # the waiting jobs, team by team
         self._running: tuple[RunningJob, ...] | None = ()  # None: changed since last built
@@ -236,7 +239,7 @@ class Simulation:
         snapshot = Snapshot(
             now=now,
             pools=self.pools.pools(),
-            teams=team_views(self.config, self.meter.usage(now)),
+            teams=self._team_views(now),
             running=self._running,
             pending=(),
             nominations=self.nominations,
@@ -252,6 +255,13 @@ class Simulation:
             self._start(record, admission.pool, admission.gpu_type, admission.placements)
             record.borrowed = admission.borrowed
         return bool(result.preemptions)
+
+    def _team_views(self, now: float) -> dict[str, TeamView]:
+        usage = self.meter.usage(now)
+        return {
+            name: view if name not in usage else replace(view, usage_history=usage[name])
+            for name, view in self._teams.items()
+        }
 
     def _start(self, record: JobRecord, pool: str, gpu_type: str, placements: tuple) -> None:  # type: ignore[type-arg]
         now = self.now
