@@ -153,6 +153,7 @@ def write_jobs(out: Path, outcomes: list[Outcome]) -> Path:
                 "pool",
                 "attempts",
                 "preempted",
+                "lost_gpu_s",
                 "unschedulable",
             ]
         )
@@ -172,6 +173,7 @@ def write_jobs(out: Path, outcomes: list[Outcome]) -> Path:
                         r.pool,
                         r.attempts,
                         r.preempted,
+                        f"{r.lost_gpu_s:g}",
                         r.unschedulable,
                     ]
                 )
