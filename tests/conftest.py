@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from support.databases import postgres_url  # noqa: F401  (a session fixture for every test)
+from support.stores import store_engine  # noqa: F401  (a store on SQLite and PostgreSQL)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "demo.yaml"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Start a real, local OpenID Connect provider for gpupool's tests: oauth2-mock-server (npm)
 # driven by scripts/oidc/provider.mjs, issuer http://127.0.0.1:$GPUPOOL_OIDC_PORT (18443).
-# Idempotent: exits 0 at once when the provider already answers. Installs node/npm (apt) and
-# the npm package when missing. Prints two lines for callers:
+# Idempotent: exits 0 at once when the provider already answers (with the device flow this
+# provider.mjs adds; an older one started from here is replaced). Installs node/npm (apt) and
+# the npm package when missing. Prints three lines for callers:
 #   issuer=<issuer URL>
 #   users=<the users file: {"<name>": {"password": "...", "groups": [...]}}, re-read per token>
+#   clients=<the clients file: {"<client_id>": {"interval": s, "expires_in": s}}, device flow>
 # See scripts/oidc/README.md.
 set -euo pipefail
 
@@ -17,19 +19,22 @@ PACKAGE=${GPUPOOL_OIDC_PACKAGE:-oauth2-mock-server@8.2.3}
 WAIT_S=${GPUPOOL_OIDC_WAIT_S:-30}
 ISSUER="http://127.0.0.1:${PORT}"
 USERS="$ROOT/users.json"
+CLIENTS="$ROOT/clients.json"
 
 die() { echo "oidc/up.sh: $*" >&2; exit 1; }
 log() { echo "oidc/up.sh: $*" >&2; }
 
 answers() {
-    curl -fsS --max-time 2 "$ISSUER/.well-known/openid-configuration" 2>/dev/null \
-        | grep -q "\"issuer\":\"$ISSUER\""
+    local doc
+    doc=$(curl -fsS --max-time 2 "$ISSUER/.well-known/openid-configuration" 2>/dev/null) || return 1
+    [[ $doc == *"\"issuer\":\"$ISSUER\""* && $doc == *'"device_authorization_endpoint"'* ]]
 }
 
-report() { echo "issuer=$ISSUER"; echo "users=$USERS"; }
+report() { echo "issuer=$ISSUER"; echo "users=$USERS"; echo "clients=$CLIENTS"; }
 
 mkdir -p "$ROOT"
 [ -f "$USERS" ] || echo '{}' > "$USERS"
+[ -f "$CLIENTS" ] || echo '{}' > "$CLIENTS"
 
 if answers; then
     log "provider already answers at $ISSUER"
@@ -66,6 +71,7 @@ fi
 
 log "starting the provider at $ISSUER (log: $ROOT/provider.log)"
 GPUPOOL_OIDC_PORT=$PORT GPUPOOL_OIDC_AUDIENCE=$AUDIENCE GPUPOOL_OIDC_USERS=$USERS \
+    GPUPOOL_OIDC_CLIENTS=$CLIENTS \
     nohup node "$ROOT/provider.mjs" >"$ROOT/provider.log" 2>&1 </dev/null &
 echo $! > "$ROOT/provider.pid"
 

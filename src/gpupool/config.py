@@ -1,4 +1,4 @@
-"""Process settings: the one place environment variables are read (DESIGN §3).
+"""Process settings: the one place environment variables are read (docs/architecture.md §3).
 
 Everything else receives a :class:`Settings` value. The cluster configuration (teams,
 pools, quotas) is a different thing: it is a YAML file, see ``gpupool.spec``.
@@ -17,6 +17,8 @@ from gpupool.core.errors import ConfigInvalid
 DEFAULT_URL = "http://127.0.0.1:8080"
 ROLES = ("all", "api", "controller")
 OIDC_ALGORITHMS = ("RS256", "ES256")
+# offline_access: a refresh token, so a signed-in user is not asked again every hour.
+DEFAULT_CLI_SCOPE = "openid profile offline_access"
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,11 @@ class OidcSettings:
     ``GPUPOOL_OIDC_USERNAME_CLAIM`` (default ``preferred_username``, falling back to
     ``sub``), ``GPUPOOL_OIDC_ALGORITHMS`` (comma-separated, default ``RS256,ES256``) and
     ``GPUPOOL_OIDC_JWKS_URL`` (default: the issuer's discovery document says).
+
+    ``gpupool login`` signs users in with the provider's device flow as the public client
+    ``GPUPOOL_OIDC_CLIENT_ID`` (optional: without it users pass ``--client-id``), asking for
+    ``GPUPOOL_OIDC_CLI_SCOPE`` (default ``openid profile offline_access``; a provider that
+    derives the audience from the scope, such as Entra ID, needs the API's scope here).
     """
 
     issuer: str
@@ -36,6 +43,8 @@ class OidcSettings:
     username_claim: str = "preferred_username"
     algorithms: tuple[str, ...] = OIDC_ALGORITHMS
     jwks_url: str | None = None
+    client_id: str | None = None
+    cli_scope: str = DEFAULT_CLI_SCOPE
 
 
 def load_oidc(env: Mapping[str, str]) -> OidcSettings | None:
@@ -64,6 +73,8 @@ def load_oidc(env: Mapping[str, str]) -> OidcSettings | None:
         username_claim=env.get("GPUPOOL_OIDC_USERNAME_CLAIM", "").strip() or "preferred_username",
         algorithms=algorithms,
         jwks_url=env.get("GPUPOOL_OIDC_JWKS_URL", "").strip() or None,
+        client_id=env.get("GPUPOOL_OIDC_CLIENT_ID", "").strip() or None,
+        cli_scope=" ".join(env.get("GPUPOOL_OIDC_CLI_SCOPE", "").split()) or DEFAULT_CLI_SCOPE,
     )
 
 
@@ -170,6 +181,8 @@ class Settings:
     # The controller lease (PostgreSQL): renewed every lease_renew_s, lost after lease_s.
     lease_renew_s: float = 1.0
     lease_s: float = 6.0
+    # Where Prometheus metrics are served (host, port), apart from the API; None: not served.
+    metrics_address: tuple[str, int] | None = None
 
     @property
     def api_url(self) -> str:
@@ -211,6 +224,12 @@ def load_tls(env: Mapping[str, str], overrides: Mapping[str, object]) -> TlsFile
     return TlsFiles(Path(given["certfile"]).absolute(), Path(given["keyfile"]).absolute())
 
 
+def webhook_secret(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The signing secret of a webhook: the environment variable its ``secret_env`` names
+    (read when a message is sent, so a rotated secret applies without a restart)."""
+    return (os.environ if environ is None else environ).get(name)
+
+
 def sqlite_url(home: Path) -> str:
     return f"sqlite:///{home / 'gpupool.db'}"
 
@@ -244,13 +263,34 @@ def load_lease(env: Mapping[str, str]) -> tuple[float, float]:
     return renew_s, lease_s
 
 
+def load_metrics_address(
+    env: Mapping[str, str], overrides: Mapping[str, object]
+) -> tuple[str, int] | None:
+    """``GPUPOOL_METRICS_ADDRESS`` (``--metrics-address``): ``HOST:PORT`` (``[::1]:PORT`` for
+    IPv6), or a bare port on 127.0.0.1. Unset: no metrics listener."""
+    raw = str(overrides.get("metrics_address") or env.get("GPUPOOL_METRICS_ADDRESS") or "")
+    raw = raw.strip()
+    if not raw:
+        return None
+    host, sep, port = raw.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", raw
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigInvalid(
+            f"GPUPOOL_METRICS_ADDRESS={raw!r} (--metrics-address) is not HOST:PORT with a port "
+            "from 1 to 65535; e.g. 127.0.0.1:9464, [::1]:9464 or 0.0.0.0:9464"
+        )
+    return host, int(port)
+
+
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Settings from ``GPUPOOL_HOME``, ``GPUPOOL_DATABASE_URL``, ``GPUPOOL_HOST``,
     ``GPUPOOL_PORT``, ``GPUPOOL_LOG_LEVEL``, ``GPUPOOL_PUBLIC_URL`` and
     ``GPUPOOL_GRANT_KEY``; keyword overrides (CLI flags) win. TLS: :func:`load_tls`.
 
     Roles and the controller lease: ``GPUPOOL_ROLE`` (``--role``), ``GPUPOOL_LEASE_RENEW_S``
-    and ``GPUPOOL_LEASE_S``.
+    and ``GPUPOOL_LEASE_S``. Metrics: :func:`load_metrics_address`.
 
     Identity: ``GPUPOOL_DIRECTORY_FILE`` and the ``GPUPOOL_OIDC_*`` of :class:`OidcSettings`.
     Limits: the variables of :data:`LIMIT_VARIABLES` (:class:`ServerLimits`)."""
@@ -276,4 +316,5 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
         role=load_role(env, overrides),
         lease_renew_s=renew_s,
         lease_s=lease_s,
+        metrics_address=load_metrics_address(env, overrides),
     )

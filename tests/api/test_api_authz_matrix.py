@@ -29,24 +29,29 @@ ROLES = {
     "member": "alice",
     "viewer": "vera",
     "other team": "bob",
+    "auditor": "audra",
     "no token": None,
 }
 
 
 def statuses(
-    admin: int, team_admin: int, member: int, viewer: int, other: int, anonymous: int
+    admin: int, team_admin: int, member: int, viewer: int, other: int, auditor: int, anonymous: int
 ) -> dict[str, int]:
-    return dict(zip(ROLES, (admin, team_admin, member, viewer, other, anonymous), strict=True))
+    return dict(
+        zip(ROLES, (admin, team_admin, member, viewer, other, auditor, anonymous), strict=True)
+    )
 
 
-PUBLIC = statuses(200, 200, 200, 200, 200, 200)
-SIGNED_IN = statuses(200, 200, 200, 200, 200, 401)
-READ_TEAM = statuses(200, 200, 200, 200, 403, 401)
-MUTATE_TEAM = statuses(200, 200, 200, 403, 403, 401)
-ADMINS = statuses(200, 200, 403, 403, 403, 401)
-PLATFORM_ADMIN = statuses(200, 403, 403, 403, 403, 401)
+PUBLIC = statuses(200, 200, 200, 200, 200, 200, 200)
+SIGNED_IN = statuses(200, 200, 200, 200, 200, 200, 401)
+# The auditor has no team role: a team's jobs are not theirs to read, its usage is.
+READ_TEAM = statuses(200, 200, 200, 200, 403, 403, 401)
+MUTATE_TEAM = statuses(200, 200, 200, 403, 403, 403, 401)
+ADMINS = statuses(200, 200, 403, 403, 403, 403, 401)
+PLATFORM_ADMIN = statuses(200, 403, 403, 403, 403, 403, 401)
+READ_TEAM_USAGE = statuses(200, 200, 200, 200, 403, 200, 401)
 # The signed URL of a job's grant is the credential; a bearer token is no substitute.
-SIGNED_URL_ONLY = statuses(403, 403, 403, 403, 403, 403)
+SIGNED_URL_ONLY = statuses(403, 403, 403, 403, 403, 403, 403)
 
 
 @dataclass(frozen=True)
@@ -66,8 +71,13 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("GET", "/docs"): Expect(PUBLIC),
     ("GET", "/docs/oauth2-redirect"): Expect(PUBLIC),
     ("GET", "/redoc"): Expect(PUBLIC),
+    ("GET", "/docs/swagger-ui-bundle.js"): Expect(PUBLIC),
+    ("GET", "/docs/swagger-ui.css"): Expect(PUBLIC),
+    ("GET", "/docs/redoc.standalone.js"): Expect(PUBLIC),
+    ("GET", "/docs/favicon.png"): Expect(PUBLIC),
     ("GET", "/healthz"): Expect(PUBLIC),
     ("GET", "/readyz"): Expect(PUBLIC),
+    ("GET", "/v1/auth/config"): Expect(PUBLIC),
     ("POST", "/v1/jobs"): Expect(
         {**MUTATE_TEAM, "platform admin": 201, "team admin": 201, "member": 201},
         body={"command": ["true"], "team": "team-a"},
@@ -88,6 +98,12 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("GET", "/v1/pools"): Expect(SIGNED_IN),
     ("GET", "/v1/whoami"): Expect(SIGNED_IN),
     ("GET", "/v1/audit"): Expect(ADMINS),
+    # Every signed-in user manages their own tokens; {token_id} is one of alice's (the member).
+    ("POST", "/v1/tokens"): Expect(
+        statuses(201, 201, 201, 201, 201, 201, 401), body={"description": "matrix"}
+    ),
+    ("GET", "/v1/tokens"): Expect(SIGNED_IN),
+    ("DELETE", "/v1/tokens/{token_id}"): Expect(statuses(200, 404, 200, 404, 404, 404, 401)),
     ("GET", "/v1/config"): Expect(PLATFORM_ADMIN),
     ("GET", "/v1/config/versions"): Expect(PLATFORM_ADMIN),
     # The configuration in force, sent back unchanged: a diff and an apply that change nothing.
@@ -95,6 +111,12 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("POST", "/v1/config"): Expect(
         PLATFORM_ADMIN, body={"yaml": DEMO_TEXT, "base_version": DEMO_VERSION}
     ),
+    ("GET", "/v1/budgets"): Expect(ADMINS, query={"team": "team-a"}),
+    ("PUT", "/v1/budgets/{team}/{name}"): Expect(PLATFORM_ADMIN, body={"gpu_hours": 1000}),
+    ("GET", "/v1/webhooks/deliveries"): Expect(PLATFORM_ADMIN),
+    # Asked for team-a: another team's member is refused; the auditor reads every team.
+    ("GET", "/v1/usage"): Expect(READ_TEAM_USAGE, query={"team": "team-a"}),
+    ("GET", "/v1/costs"): Expect(READ_TEAM_USAGE, query={"team": "team-a", "format": "csv"}),
     ("GET", "/v1/artifacts/{team}/{path:path}"): Expect(SIGNED_URL_ONLY, bearer=False),
     ("PUT", "/v1/artifacts/{team}/{path:path}"): Expect(SIGNED_URL_ONLY, bearer=False),
 }
@@ -158,6 +180,10 @@ def fill(path: str, api: Api) -> str:
             headers=api.as_("alice"),
         ).json()["id"],
         "team": lambda: "team-a",
+        "name": lambda: "monthly",
+        "token_id": lambda: api.client.post(
+            "/v1/tokens", json={"description": "to revoke"}, headers=api.as_("alice")
+        ).json()["id"],
         "path:path": lambda: "shared/x",
     }
     for name, value in params.items():

@@ -78,6 +78,9 @@ def test_outage_during_submission_is_retried_with_backoff(
     h100 = next(p for p in pools if p["name"] == wrapped_pool)
     assert h100["available"] is False and "connection refused" in h100["message"]
     assert api.client.get("/v1/jobs", headers=api.as_("alice")).status_code == 200
+    why = api.client.get(f"/v1/jobs/{job}/why", headers=api.as_("alice")).json()["summary"]
+    assert why.startswith(f"admitted on {wrapped_pool}, whose backend cannot be reached: ")
+    assert "connection refused" in why and "tried again in" in why
 
     flaky.down = False
     api.tick_until(lambda: api.status(job) == "succeeded", timeout=20, what="job runs")
@@ -95,6 +98,8 @@ def test_outage_while_running_keeps_the_job(api: Api, flaky: Flaky, open_dir: Pa
         resources={"gpus": 1, "gpu_types": ["h100"]},
     )["id"]
     api.tick_until(lambda: api.status(job) == "running", what="running")
+    # A poll already under way (it may wait up to poll_wait_s for news) would see the end.
+    api.runtime.controller.wait_backend_calls()
     flaky.down = True
     release.touch()
     for _ in range(10):

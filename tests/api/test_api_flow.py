@@ -83,6 +83,12 @@ def test_cancel_running_job_signals_it(api: Api, open_dir: Path) -> None:
     api.tick_until(lambda: api.status(job) == "running", what="running")
     response = api.client.post(f"/v1/jobs/{job}/cancel", headers=api.as_("alice"))
     assert response.status_code == 200
+    # Until its attempt ends (it has its grace period), the job shows as cancelling.
+    assert response.json()["status"] == api.status(job) == "cancelling"
+    listed = api.client.get("/v1/jobs", params={"status": "cancelling"}, headers=api.as_("alice"))
+    assert [j["id"] for j in listed.json()["items"]] == [job]
+    running = api.client.get("/v1/jobs", params={"status": "running"}, headers=api.as_("alice"))
+    assert job not in [j["id"] for j in running.json()["items"]]
     api.tick_until(lambda: api.status(job) == "cancelled", what="cancelled")
     assert marker.exists()
     again = api.client.post(f"/v1/jobs/{job}/cancel", headers=api.as_("alice"))

@@ -48,18 +48,22 @@ def cli_json(server: ServerProcess, user: str, *args: str) -> object:
     return json.loads(done.stdout)
 
 
+def submitted(server: ServerProcess, user: str, *args: str) -> str:
+    """``gpupool submit -q ...``: the id, printed alone."""
+    done = cli(server, user, "submit", "-q", *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def test_tour(server: ServerProcess, open_dir: Path) -> None:
-    assert set(server.tokens) == {"admin", "alice", "bob", "carol", "vera"}
+    """The README's tour, step by step: each comment there is asserted here."""
+    assert set(server.tokens) == {"admin", "alice", "bob", "carol", "vera", "audra"}
     release = open_dir / "release"
-    wait = f'while [ ! -f {release} ]; do sleep 0.05; done; echo "trained on $CUDA_VISIBLE_DEVICES"'
-    ids = []
-    for i in range(3):
-        job = cli_json(
+    wait = f"while [ ! -f {release} ]; do sleep 0.05; done"
+    train = [
+        submitted(
             server,
             "alice",
-            "submit",
-            "--gpus",
-            "1",
             "--gpu-type",
             "h100",
             "--name",
@@ -67,45 +71,88 @@ def test_tour(server: ServerProcess, open_dir: Path) -> None:
             "--",
             "sh",
             "-c",
-            wait,
+            f'echo "training on GPU $CUDA_VISIBLE_DEVICES"; {wait}',
         )
-        ids.append(job["id"])  # type: ignore[index]
-    bob = cli_json(server, "bob", "submit", "--gpu-type", "h100", "--", "echo", "hi from bob")
+        for i in (1, 2, 3)
+    ]
+    bob_train = submitted(
+        server,
+        "bob",
+        "--gpus",
+        "2",
+        "--gpu-type",
+        "h100",
+        "--name",
+        "bob-train",
+        "--",
+        "sh",
+        "-c",
+        wait,
+    )
 
-    def statuses() -> list[str]:
+    def jobs() -> dict[str, dict[str, object]]:
         page = cli_json(server, "admin", "jobs", "--all")
-        by_id = {j["id"]: j["status"] for j in page["items"]}  # type: ignore[index]
-        return [by_id[i] for i in (*ids, bob["id"])]  # type: ignore[index]
+        return {j["id"]: j for j in page["items"]}  # type: ignore[index]
 
-    wait_for(lambda: statuses() == ["running", "running", "queued", "succeeded"], what="tour state")
+    def statuses(*ids: str) -> list[object]:
+        found = jobs()
+        return [found[i]["status"] for i in ids]
 
-    why = cli(server, "alice", "why", ids[2])
+    wait_for(
+        lambda: statuses(*train, bob_train) == ["running", "running", "queued", "running"],
+        what="alice's two h100 jobs and bob's 2-GPU one running, train-3 queued",
+    )
+    # h100 is full now: bob's eval job, h100 or else t4, spills over to t4.
+    eval_job = submitted(
+        server,
+        "bob",
+        "--gpu-type",
+        "h100",
+        "--gpu-type",
+        "t4",
+        "--name",
+        "eval",
+        "--",
+        "echo",
+        "hi",
+    )
+    wait_for(lambda: statuses(eval_job) == ["succeeded"], what="bob's eval job")
+    assert jobs()[eval_job]["gpu_type"] == "t4"
+    bobs = cli(server, "bob", "jobs")
+    assert "demo-shared-dev-t4-pool" in bobs.stdout and "demo-shared-dev-h100-pool" in bobs.stdout
+
+    why = cli(server, "alice", "why", train[2])
     assert why.returncode == 0 and "quota" in why.stdout and "h100" in why.stdout
-
     table = cli(server, "alice", "jobs")
-    assert "train-0" in table.stdout and "bob" not in table.stdout  # only team-a's jobs
+    assert "train-1" in table.stdout and "bob-train" not in table.stdout  # only team-a's jobs
+    wait_for(lambda: "training on GPU" in cli(server, "alice", "logs", train[0]).stdout, what="log")
 
-    denied = cli(server, "alice", "logs", bob["id"])  # type: ignore[index]
-    assert denied.returncode == 4 and "error:" in denied.stderr
-
-    viewer = cli(server, "vera", "cancel", ids[0])
+    viewer = cli(server, "vera", "cancel", train[0])
     assert viewer.returncode == 4
-
-    cancelled = cli_json(server, "alice", "cancel", ids[2])
-    assert cancelled["status"] == "cancelled"  # type: ignore[index]
-
-    release.touch()
-    wait_for(lambda: statuses()[:2] == ["succeeded", "succeeded"], what="jobs finish")
-    logs = cli(server, "alice", "logs", ids[0])
-    assert logs.returncode == 0
-    assert logs.stdout.strip() in ("trained on 0", "trained on 1")  # one of alice's 2 GPUs
-    followed = cli(server, "alice", "logs", "-f", ids[1])
-    assert "trained on" in followed.stdout
+    cancelling = cli_json(server, "alice", "cancel", train[0])
+    assert cancelling["status"] in ("cancelling", "cancelled")  # type: ignore[index]
+    wait_for(
+        lambda: statuses(train[0], train[2]) == ["cancelled", "running"],
+        what="train-1 cancelled and train-3 running on the freed quota",
+    )
 
     teams = cli_json(server, "alice", "teams")
-    assert [t["name"] for t in teams] == ["team-a"]  # type: ignore[index, union-attr]
+    assert [t["name"] for t in teams["items"]] == ["team-a"]  # type: ignore[index]
     pools = cli(server, "bob", "pools")
     assert "demo-shared-dev-h100-pool" in pools.stdout
+    denied = cli(server, "alice", "logs", eval_job)
+    assert denied.returncode == 4 and "error:" in denied.stderr
+
+    release.touch()
+    wait_for(
+        lambda: statuses(train[1], train[2], bob_train) == ["succeeded"] * 3, what="jobs finish"
+    )
+    followed = cli(server, "alice", "logs", "-f", train[1])
+    assert "training on GPU" in followed.stdout
+    costs = cli_json(server, "audra", "costs")
+    assert costs["currency"] == "USD" and costs["group_by"] == ["team", "gpu_type"]  # type: ignore[index]
+    other = cli(server, "bob", "usage", "--team", "team-a")
+    assert other.returncode == 4 and "team-a" in other.stderr
 
     missing = cli(server, "alice", "job", "j-000000000000")
     assert missing.returncode == 3
@@ -117,6 +164,7 @@ def test_tour(server: ServerProcess, open_dir: Path) -> None:
         env={**os.environ, "GPUPOOL_URL": server.url, "GPUPOOL_TOKEN": ""},
     )
     assert no_token.returncode == 4
+    assert "missing bearer token; pass 'Authorization: Bearer <token>'" in no_token.stderr
 
 
 def test_cli_reports_an_unreachable_server() -> None:

@@ -154,7 +154,7 @@ def test_db_upgrade_and_doctor_on_postgresql(
     prepare_storage(load_config(demo_path), settings)  # what a server's start leaves behind
     private_home(settings.home, settings.state_dir)
     done = gpupool("doctor", "--config", str(demo_path), "--json", env=env)
-    findings = json.loads(done.stdout)
+    findings = json.loads(done.stdout)["items"]
     assert done.returncode == 0, findings
     by_area = {(f["area"], f["subject"]): f for f in findings}
     assert by_area[("database", "schema")]["detail"].startswith("schema current")

@@ -39,7 +39,8 @@ METRIC_KEYS = {
 CONFIG = """
 gpu_types: {h100: {}, t4: {}}
 pools:
-  - {name: h100-pool, backend: slurm, gpu_type: h100, nodes: 2, node: {gpus: 4}}
+  - {name: h100-pool, backend: slurm, gpu_type: h100, nodes: 2, node: {gpus: 4},
+     options: {partition: h100}}
   - {name: t4-pool, backend: local, gpu_type: t4, nodes: 1, node: {gpus: 4}}
 cohorts: {research: {}}
 teams:

@@ -2,7 +2,9 @@
 
 Roles per team: ``admin`` and ``member`` may read and mutate the team's jobs, ``viewer``
 may only read; a team admin also reads the team's audit trail. A platform admin may do
-everything. Everything else is ``Forbidden``.
+everything. A platform-wide ``auditor`` (``users.<name>.auditor``) reads every team's usage and
+costs (:meth:`Principal.reads_usage_of`) and nothing else beyond their own team roles; it
+never adds a right to change anything. Everything else is ``Forbidden``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ class Principal:
     token_id: str
     platform_admin: bool = False
     roles: dict[str, str] = field(default_factory=dict)  # team -> role
+    auditor: bool = False  # reads every team's usage and costs (C2), nothing more
+
+    @property
+    def reads_all_usage(self) -> bool:
+        return self.platform_admin or self.auditor
+
+    def reads_usage_of(self, team: str) -> bool:
+        return self.reads_all_usage or self.can(Action.READ, team)
 
     def can(self, action: Action, team: str) -> bool:
         if self.platform_admin:
@@ -60,6 +70,7 @@ def principal_for(
         token_id=token_id,
         platform_admin=bool(spec and spec.platform_admin),
         roles=roles,
+        auditor=bool(spec and spec.auditor),
     )
 
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gpupool.core.errors import NotFound, Unauthenticated
+from gpupool.core.tokens import PREFIX, token_id_of
 from gpupool.state import tokens
 from gpupool.state.db import Session
 from gpupool.state.models import TokenRow
 
-PREFIX = "gpt"
 CACHE_S = 2.0  # the longest a token revoked elsewhere still works in this process
 _CACHE_MAX = 10_000  # tokens kept at once; all are dropped when it is full
 
@@ -120,13 +120,16 @@ def _lookup(session: Session, token_id: str) -> TokenRow | None:
     return row
 
 
-def revoke_token(session: Session, token_id: str, now: datetime) -> None:
+def revoke_token(session: Session, token: str, now: datetime) -> str:
+    """Revoke the token that ``token`` names (see :func:`token_id_of`); returns its id."""
+    token_id = token_id_of(token)
     row = tokens.get(session, token_id)
     if row is None:
         raise NotFound(f"no token with id {token_id!r}")
     if row.revoked_at is None:
         row.revoked_at = now
     _cache.pop(token_id, None)  # this process refuses it from now on
+    return token_id
 
 
 def has_tokens(session: Session) -> bool:

@@ -1,4 +1,4 @@
-"""Execution backends (DESIGN §6): the contract, the registry and the adapters.
+"""Execution backends (docs/architecture.md §6): the contract, the registry and the adapters.
 
 Backends never import ``gpupool.scheduler``, ``gpupool.server`` or ``gpupool.state``.
 """

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from gpupool.backends.base import AdapterContext, Backend
+from gpupool.backends.base import AdapterContext, Backend, Capability
 from gpupool.backends.errors import BackendError, BackendMisconfigured
 
 Factory = Callable[[AdapterContext], Backend]
@@ -39,6 +39,18 @@ ADAPTERS: Mapping[str, str] = {
     "ray": "gpupool.backends.ray.adapter:RayBackend",
 }
 
+# Backend name -> what its adapter can do whatever the pool's options (the adapter's own
+# ``capabilities`` may add more, e.g. POSIX_IDENTITY when the server runs as root). Known before
+# any adapter is imported or built: the scheduler reads it to route jobs, so a multi-node job
+# never goes to a pool whose backend cannot run it. An adapter added to ``ADAPTERS`` adds its
+# line here (tests/backends/test_backend_capabilities.py checks the two agree).
+CAPABILITIES: Mapping[str, frozenset[Capability]] = {
+    "local": frozenset({Capability.LOG_STREAM}),
+    "fake": frozenset({Capability.GANG, Capability.LOG_STREAM}),
+    "slurm": frozenset({Capability.GANG, Capability.LOG_STREAM, Capability.CAPACITY}),
+    "ray": frozenset({Capability.LOG_STREAM}),
+}
+
 # Backend name -> the pip extra that installs its third-party client, for the error hint.
 EXTRAS: Mapping[str, str] = {
     "slurm": "slurm",
@@ -47,6 +59,16 @@ EXTRAS: Mapping[str, str] = {
     "azure-batch": "azure",
     "azure-ml": "azure",
 }
+
+
+def implemented(backend: str) -> bool:
+    """True when an adapter is registered for ``backend`` (a pool of it can run jobs)."""
+    return backend in ADAPTERS
+
+
+def runs_gangs(backend: str) -> bool:
+    """True when ``backend``'s adapter runs jobs of more than one node (Capability.GANG)."""
+    return Capability.GANG in CAPABILITIES.get(backend, frozenset())
 
 
 @dataclass(frozen=True)

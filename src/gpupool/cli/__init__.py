@@ -1,1 +1,2 @@
-"""The ``gpupool`` command line: Typer commands over ``gpupool.client`` only (STYLE §11)."""
+"""The ``gpupool`` command line: Typer commands over ``gpupool.client`` only (docs/code-style.md
+§11)."""

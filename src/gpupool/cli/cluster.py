@@ -13,7 +13,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable J
 
 
 def pools(ctx: typer.Context, as_json: JsonFlag = False) -> None:
-    """List pools with allocated/total GPUs."""
+    """List pools with allocated/total GPUs, and why a pool is unavailable."""
     with client(ctx) as sdk:
         found = sdk.pools()
     if as_json:
@@ -27,10 +27,19 @@ def pools(ctx: typer.Context, as_json: JsonFlag = False) -> None:
             f"{p.nodes}x{p.gpus_per_node}",
             f"{p.gpus_allocated}/{p.gpus_total}",
             p.dedicated_to,
+            "available" if p.available else f"unavailable: {p.message or 'no reason given'}",
         )
         for p in found
     ]
-    columns = ("pool", "backend", "gpu type", "nodes x gpus", "allocated/total", "dedicated to")
+    columns = (
+        "pool",
+        "backend",
+        "gpu type",
+        "nodes x gpus",
+        "allocated/total",
+        "dedicated to",
+        "state",
+    )
     output.stdout().print(output.table(columns, rows))
 
 

@@ -27,8 +27,8 @@ class Options:
     token: str | None = field(default=None, repr=False)
 
 
-def make_client(url: str | None, token: str | None) -> Client:
-    return Client(url, token)
+def make_client(url: str | None, token: str | None, timeout: float = 30) -> Client:
+    return Client(url, token, timeout=timeout)
 
 
 @contextmanager

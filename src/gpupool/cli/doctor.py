@@ -7,7 +7,6 @@ the checks live in ``gpupool.server.doctor``, imported when the command runs.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from gpupool.cli import output
 from gpupool.cli.exit_codes import REJECTED
 from gpupool.cli.operator import ConfigOption, HomeOption
 
@@ -59,7 +59,7 @@ def doctor(
         raise typer.Exit(REJECTED) from None
     findings = diagnose(settings, cluster, store)
     if as_json:
-        typer.echo(json.dumps([asdict(f) for f in findings], indent=2))
+        output.print_json([asdict(f) for f in findings])
     else:
         Console(highlight=False).print(findings_table(findings))
     if failed(findings):

@@ -11,20 +11,31 @@ fields listed, so the CLI does not duplicate them.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from datetime import datetime
 from functools import partial
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
+from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from gpupool.cli import output
+from gpupool.cli import completion, output
 from gpupool.cli.context import client
+from gpupool.cli.spec_file import load_spec, with_flags
 from gpupool.client.models import Job, JobArray, Page
 from gpupool.core.arrays import is_array_id
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
-JobId = Annotated[str, typer.Argument(help="Job id.", show_default=False)]
+QuietFlag = Annotated[
+    bool, typer.Option("--quiet", "-q", help="Print only ids, one per line (for scripts).")
+]
+JobId = Annotated[
+    str, typer.Argument(help="Job id.", show_default=False, autocompletion=completion.job_ids)
+]
 
 JOB_COLUMNS = ("id", "name", "team", "user", "status", "gpus", "pool", "age")
 
@@ -32,18 +43,25 @@ JOB_COLUMNS = ("id", "name", "team", "user", "status", "gpus", "pool", "age")
 def submit(
     ctx: typer.Context,
     command: Annotated[
-        list[str],
+        list[str] | None,
         typer.Argument(
             help="The command to run; put it after `--`.", metavar="CMD", show_default=False
         ),
-    ],
+    ] = None,
     team: Annotated[
-        str | None, typer.Option(help="Team (optional if you are in one team).")
+        str | None,
+        typer.Option(
+            help="Team (optional if you are in one team).", autocompletion=completion.teams
+        ),
     ] = None,
     gpus: Annotated[int, typer.Option(min=0, help="GPUs per node.")] = 1,
     gpu_type: Annotated[
         list[str] | None,
-        typer.Option("--gpu-type", help="Acceptable gpu type; repeat in order of preference."),
+        typer.Option(
+            "--gpu-type",
+            help="Acceptable gpu type; repeat in order of preference.",
+            autocompletion=completion.gpu_types,
+        ),
     ] = None,
     nodes: Annotated[int, typer.Option(min=1, help="Number of nodes.")] = 1,
     cpus: Annotated[float | None, typer.Option(help="CPUs per node.")] = None,
@@ -91,9 +109,35 @@ def submit(
             "task sees GPUPOOL_ARRAY_JOB_ID and GPUPOOL_ARRAY_INDEX.",
         ),
     ] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file",
+            "-f",
+            help="A job spec (YAML or JSON) with the API's submit fields; flags given here "
+            "override its fields.",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Submit a job: gpupool submit --gpus 2 --gpu-type h100 -- python train.py"""
+    if file is not None:
+        given = {
+            name: value
+            for name, value in ctx.params.items()
+            if name not in ("file", "as_json", "quiet", "idempotency_key")
+            and _from_command_line(ctx, name)
+        }
+        if "env" in given:
+            given["env"] = parse_env(given["env"])
+        body = with_flags(load_spec(file), given)
+        with client(ctx) as sdk:
+            job: Job | JobArray = sdk.submit_spec(body, idempotency_key=idempotency_key)
+        _print_submitted(job, as_json, quiet)
+        return
+    if not command:
+        raise typer.BadParameter("give the command after `--`, or a job spec with --file")
     with client(ctx) as sdk:
         submit_call = sdk.submit if array is None else partial(sdk.submit_array, array)
         job = submit_call(
@@ -115,8 +159,20 @@ def submit(
             outputs=output_,
             idempotency_key=idempotency_key,
         )
+    _print_submitted(job, as_json, quiet)
+
+
+def _from_command_line(ctx: typer.Context, name: str) -> bool:
+    # By the enum's name: Typer may carry its own copy of click's ParameterSource.
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def _print_submitted(job: Job | JobArray, as_json: bool, quiet: bool) -> None:
     if as_json:
         output.print_json(job)
+    elif quiet:
+        typer.echo(job.id)
     elif isinstance(job, JobArray):
         typer.echo(
             f"{job.id} {job.count} tasks queued "
@@ -138,7 +194,9 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
 
 def list_jobs(
     ctx: typer.Context,
-    team: Annotated[str | None, typer.Option(help="Only this team's jobs.")] = None,
+    team: Annotated[
+        str | None, typer.Option(help="Only this team's jobs.", autocompletion=completion.teams)
+    ] = None,
     status: Annotated[str | None, typer.Option(help="Only jobs in this status.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="Jobs per page.")] = 50,
     all_pages: Annotated[bool, typer.Option("--all", help="Follow cursors to list all.")] = False,
@@ -149,9 +207,25 @@ def list_jobs(
         str | None, typer.Option(help="Only the tasks of this job array (implies --expand).")
     ] = None,
     as_json: JsonFlag = False,
+    quiet: QuietFlag = False,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Redraw the table until Ctrl-C.")
+    ] = False,
+    interval: Annotated[
+        float, typer.Option(min=0.5, help="Seconds between redraws with --watch.")
+    ] = 2.0,
 ) -> None:
     """List jobs, newest first; a job array is one line with its tasks per status."""
+    if watch and (as_json or quiet):
+        raise typer.BadParameter("--watch draws a table: drop --json and --quiet")
     group = not expand and array is None
+    if watch:
+        _watch(
+            ctx,
+            interval,
+            lambda sdk: sdk.jobs(team=team, status=status, limit=limit, group=group, array=array),
+        )
+        return
     with client(ctx) as sdk:
         page = sdk.jobs(team=team, status=status, limit=limit, group=group, array=array)
         items, arrays = list(page.items), dict(page.arrays)
@@ -170,10 +244,33 @@ def list_jobs(
     if as_json:
         output.print_json(page)
         return
-    rows = [_job_row(j, page.arrays) for j in page.items]
-    output.stdout().print(output.table(JOB_COLUMNS, rows))
+    if quiet:
+        for item in page.items:
+            typer.echo(item.array_id if group and item.array_id else item.id)
+        return
+    output.stdout().print(_jobs_table(page))
     if page.next_cursor:
         output.stderr().print(f"(more than {limit} jobs: use --all or a larger --limit)")
+
+
+def _jobs_table(page: Page) -> Table:
+    return output.table(JOB_COLUMNS, [_job_row(j, page.arrays) for j in page.items])
+
+
+def _watch(ctx: typer.Context, interval: float, fetch: Callable[[Any], Page]) -> None:
+    """Redraw the first page of jobs every ``interval`` seconds until Ctrl-C."""
+    with client(ctx) as sdk, Live(console=output.stdout(), auto_refresh=False) as live:
+        try:
+            while True:
+                page = fetch(sdk)
+                stamp = datetime.now().strftime("%H:%M:%S")
+                caption = f"{stamp}, every {interval:g} s; Ctrl-C to stop"
+                table = _jobs_table(page)
+                table.caption = caption
+                live.update(table, refresh=True)
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            return
 
 
 def _job_row(job: Job, arrays: dict[str, dict[str, int]]) -> tuple[object, ...]:
@@ -269,6 +366,7 @@ def cancel(
         typer.Argument(
             help="Job id; an array id cancels every task, <array id>_<index> one task.",
             show_default=False,
+            autocompletion=completion.job_ids,
         ),
     ],
     as_json: JsonFlag = False,

@@ -12,12 +12,16 @@ from typing import Annotated, BinaryIO
 
 import typer
 
+from gpupool.cli import completion
 from gpupool.cli.context import client
 
 
 def logs(
     ctx: typer.Context,
-    job_id: Annotated[str, typer.Argument(help="Job id.", show_default=False)],
+    job_id: Annotated[
+        str,
+        typer.Argument(help="Job id.", show_default=False, autocompletion=completion.job_ids),
+    ],
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep streaming until the job finishes.")
     ] = False,

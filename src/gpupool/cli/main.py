@@ -1,13 +1,17 @@
 """The ``gpupool`` entry point: the Typer app, its global options and command registration.
 
-User commands (submit, jobs, job, logs, cancel, why, teams, pools, whoami, audit) talk to the
-server through ``gpupool.client`` only; operator commands (server, token, config) come from
-``gpupool.cli.operator``, ``db`` (upgrade, backup) from ``gpupool.cli.db``, ``doctor`` from
-``gpupool.cli.doctor``, and ``simulate`` runs the trace simulator in this process
-(``gpupool.cli.simulate``). Exit codes are documented in ``gpupool.cli.exit_codes``:
+User commands (submit, jobs, job, logs, cancel, why, teams, pools, whoami, audit, budget,
+usage, costs) talk to the server through ``gpupool.client`` only; operator commands (server,
+token, config) come from ``gpupool.cli.operator``, ``db`` (upgrade, backup) from
+``gpupool.cli.db``, ``doctor`` from ``gpupool.cli.doctor``, and ``simulate`` runs the trace
+simulator in this process (``gpupool.cli.simulate``). Exit codes are documented in
+``gpupool.cli.exit_codes``:
 
     0 ok · 1 unexpected error · 2 usage error · 3 not found · 4 unauthenticated/forbidden
     5 invalid request/conflict · 6 server unreachable
+
+``login`` / ``logout`` (``gpupool.cli.login``) sign in through the identity provider and keep
+the token for the server.
 
 Output passes :mod:`gpupool.data.redaction` (tokens, signed URLs and keys are masked), except
 that of the commands in ``SHOWS_SECRETS``, whose purpose is to hand out a token.
@@ -19,7 +23,20 @@ from typing import Annotated
 
 import typer
 
-from gpupool.cli import audit, cluster, db, doctor, jobs, logs, operator, simulate, teams
+from gpupool.cli import (
+    audit,
+    budgets,
+    cluster,
+    db,
+    doctor,
+    jobs,
+    login,
+    logs,
+    operator,
+    simulate,
+    teams,
+    usage,
+)
 from gpupool.cli.context import Options
 from gpupool.cli.exit_codes import HELP as EXIT_CODES_HELP
 from gpupool.client.settings import DEFAULT_URL, ENV_TOKEN, ENV_URL
@@ -46,7 +63,9 @@ def options(
         str | None,
         typer.Option(help=f"Server URL (default: ${ENV_URL}, else {DEFAULT_URL})."),
     ] = None,
-    token: Annotated[str | None, typer.Option(help=f"API token (default: ${ENV_TOKEN}).")] = None,
+    token: Annotated[
+        str | None, typer.Option(help=f"API token (default: ${ENV_TOKEN}, else `gpupool login`'s).")
+    ] = None,
 ) -> None:
     # The SDK's settings module resolves None from the environment, the one place that reads it.
     ctx.obj = Options(url=url, token=token)
@@ -62,12 +81,42 @@ logs.register(app)
 teams.register(app)
 cluster.register(app)
 audit.register(app)
+budgets.register(app)
+login.register(app)
+usage.register(app)
 operator.register(app)
 db.register(app)
 doctor.register(app)
 simulate.register(app)
-simulate.register(app)
+
+
+# What a client-only install (`pip install gpupool`: the CLI and the SDK) leaves out; the
+# operator commands (server, db, doctor, simulate, ...) import them when they run.
+SERVER_PACKAGES = frozenset(
+    {
+        "sqlalchemy",
+        "alembic",
+        "fastapi",
+        "uvicorn",
+        "psutil",
+        "jwt",
+        "fastapi_offline",
+        "prometheus_client",
+    }
+)
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing not in SERVER_PACKAGES:
+            raise
+        typer.secho(
+            f"error: this command runs gpupool's server side, and its packages are not "
+            f"installed ({missing} is missing): pip install 'gpupool[server]'",
+            fg="red",
+            err=True,
+        )
+        raise SystemExit(1) from None

@@ -43,6 +43,26 @@ def _settings(**overrides: object) -> Settings:
         raise _fail(exc.message) from None
 
 
+def _require_store(settings: Settings) -> None:
+    """Refuse, rather than create, a store that is not there: an operator command run from
+    another directory must not start a new, empty gpupool beside the real one."""
+    from gpupool.state.health import inspect_store
+    from gpupool.state.schema import SchemaVerdict
+
+    store = inspect_store(settings.database_url)
+    fresh = store.schema is not None and store.schema.verdict is SchemaVerdict.FRESH
+    if store.error is None and not fresh:
+        return
+    where = f"no gpupool store at {store.file or store.url}"
+    if store.error is not None and store.file is None:
+        where = f"the store at {store.url} cannot be read ({store.error})"
+    raise _fail(
+        f"{where}. Operator commands use the server's store: GPUPOOL_DATABASE_URL, else "
+        f"$GPUPOOL_HOME/gpupool.db (GPUPOOL_HOME is now {settings.home.absolute()}; default "
+        "./.gpupool). Run this where the server runs, or pass --home or set GPUPOOL_HOME."
+    )
+
+
 def server(
     config: ConfigOption = None,
     host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
@@ -65,6 +85,13 @@ def server(
             "PostgreSQL). Default: $GPUPOOL_ROLE, else all."
         ),
     ] = None,
+    metrics_address: Annotated[
+        str | None,
+        typer.Option(
+            help="HOST:PORT to serve Prometheus metrics on (/metrics, no token: keep it on a "
+            "private address). Default: $GPUPOOL_METRICS_ADDRESS, else not served."
+        ),
+    ] = None,
 ) -> None:
     """Run the control plane (API + scheduler) on this machine."""
     from gpupool.controller.leader import StoreInUse
@@ -80,6 +107,7 @@ def server(
         role=role,
         ssl_certfile=ssl_certfile,
         ssl_keyfile=ssl_keyfile,
+        metrics_address=metrics_address,
     )
     try:
         serve(settings, config, echo=typer.echo)
@@ -91,19 +119,33 @@ def server(
         raise _fail(exc.message) from None
 
 
-token_app = typer.Typer(help="Manage API tokens (operator: works on the local store).")
+token_app = typer.Typer(
+    help="API tokens: your own through the API (create, list, revoke); an operator's for any "
+    "user on the store (create USER, revoke --home)."
+)
 
 
 @token_app.command("create")
 def token_create(
-    user: Annotated[str, typer.Argument(help="A user of the configuration.")],
+    ctx: typer.Context,
+    user: Annotated[
+        str | None,
+        typer.Argument(
+            help="Operator: mint a token for this user of the configuration, on the store. "
+            "Without it: a token for yourself, through the API (GPUPOOL_URL, GPUPOOL_TOKEN)."
+        ),
+    ] = None,
     ttl_days: Annotated[
         float | None, typer.Option(help="Expire after this many days (default: never).")
     ] = None,
     description: Annotated[str, typer.Option(help="Why the token exists.")] = "",
     home: HomeOption = None,
 ) -> None:
-    """Print a new API token for USER."""
+    """Print a new API token: your own (through the API; it expires, in 90 days by default),
+    or, as an operator on the store, USER's."""
+    if user is None:
+        _create_own_token(ctx, ttl_days, description)
+        return
     from gpupool.auth.audit import OK, AuditEntry, operator_actor, record
     from gpupool.auth.tokens import create_token
     from gpupool.controller.clock import SystemClock
@@ -112,6 +154,7 @@ def token_create(
     from gpupool.state.db import make_engine, session_factory
 
     settings = _settings(home=home)
+    _require_store(settings)
     try:
         config = resolve_config(settings, None)
     except ConfigInvalid as exc:
@@ -131,12 +174,73 @@ def token_create(
     typer.echo(issued.secret)
 
 
+def _create_own_token(ctx: typer.Context, ttl_days: float | None, description: str) -> None:
+    from gpupool.cli.context import client
+
+    with client(ctx) as sdk:
+        made = sdk.create_token(description=description, ttl_days=ttl_days)
+    typer.echo(made.token)
+    expires = made.expires_at.strftime("%Y-%m-%d %H:%M UTC") if made.expires_at else "never"
+    typer.echo(f"token {made.id} for {made.user}, expires {expires} (shown once)", err=True)
+
+
+@token_app.command("list")
+def token_list(
+    ctx: typer.Context,
+    user: Annotated[
+        str | None, typer.Option(help="A platform admin: this user's tokens (default: yours).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """List your API tokens (never their secrets), newest first."""
+    from gpupool.cli import output
+    from gpupool.cli.context import client
+
+    with client(ctx) as sdk:
+        found = sdk.tokens(user=user)
+    if as_json:
+        output.print_json(found)
+        return
+    rows = [
+        (
+            t.id,
+            t.user,
+            t.description,
+            t.created_at,
+            t.expires_at or "never",
+            "revoked" if t.revoked_at else "active",
+        )
+        for t in found
+    ]
+    columns = ("id", "user", "description", "created", "expires", "state")
+    output.stdout().print(output.table(columns, rows))
+
+
 @token_app.command("revoke")
 def token_revoke(
-    token_id: Annotated[str, typer.Argument(help="The id part of the token (gpt_<id>_...).")],
-    home: HomeOption = None,
+    ctx: typer.Context,
+    token: Annotated[
+        str,
+        typer.Argument(
+            metavar="TOKEN", help="The token as printed (gpt_<id>_<secret>), or its id alone."
+        ),
+    ],
+    home: Annotated[
+        Path | None,
+        typer.Option(
+            help="Operator: revoke on the store of this state directory (any user's token). "
+            "Without it: one of your own tokens, through the API."
+        ),
+    ] = None,
 ) -> None:
     """Revoke a token at once."""
+    if home is None:
+        from gpupool.cli.context import client
+
+        with client(ctx) as sdk:
+            done = sdk.revoke_token(token)
+        typer.echo(f"revoked {done.id}")
+        return
     from gpupool.auth.audit import OK, AuditEntry, operator_actor, record
     from gpupool.auth.tokens import revoke_token
     from gpupool.controller.clock import SystemClock
@@ -144,12 +248,14 @@ def token_revoke(
     from gpupool.state.db import make_engine, session_factory
     from gpupool.state.schema import ensure_schema
 
-    engine = make_engine(_settings(home=home).database_url)
+    settings = _settings(home=home)
+    _require_store(settings)
+    engine = make_engine(settings.database_url)
     try:
         ensure_schema(engine)
         with session_factory(engine).begin() as session:
             now = SystemClock().now()
-            revoke_token(session, token_id, now)
+            token_id = revoke_token(session, token, now)
             record(session, AuditEntry(now, operator_actor(), "token.revoke", OK, token_id))
     except NotFound as exc:
         raise _fail(exc.message, 3) from None

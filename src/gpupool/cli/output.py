@@ -33,12 +33,17 @@ def stderr() -> Console:
 
 
 def print_json(data: Any) -> None:
+    """``--json`` output: one object. A list is ``{"items": [...]}``, the shape of the API's
+    lists and of ``jobs --json`` (which adds ``next_cursor``), so every list reads alike."""
     if isinstance(data, BaseModel):
         data = data.model_dump(mode="json")
     elif isinstance(data, list):
-        data = [
-            item.model_dump(mode="json") if isinstance(item, BaseModel) else item for item in data
-        ]
+        data = {
+            "items": [
+                item.model_dump(mode="json") if isinstance(item, BaseModel) else item
+                for item in data
+            ]
+        }
     typer.echo(json.dumps(data, indent=2))
 
 

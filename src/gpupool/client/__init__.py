@@ -1,4 +1,4 @@
-"""Python SDK for the gpupool REST API (DESIGN §7).
+"""Python SDK for the gpupool REST API (docs/architecture.md §7).
 
 ``Client`` (sync) and ``AsyncClient`` speak HTTP to ``/v1`` and return read models from
 ``gpupool.client.models``; any error body comes back as a typed exception from

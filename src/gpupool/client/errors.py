@@ -1,4 +1,5 @@
-"""Typed exceptions for API errors: the inverse of the server's error→HTTP table (STYLE §9).
+"""Typed exceptions for API errors: the inverse of the server's error→HTTP table
+(docs/code-style.md §9).
 
 Every non-2xx answer carries ``{"error": {"code", "message", "details"}}``. ``raise_for_response``
 turns it back into the exception class registered for ``code`` in ``ERRORS_BY_CODE``. When the
@@ -40,6 +41,17 @@ class GpupoolError(Exception):
             self.code = code
         self.details = details
         self.status = status
+
+    def __str__(self) -> str:
+        """The message and, for a refused request, each named field with why it was refused
+        (so ``print(exc)`` or a traceback says what to fix, not only that something was)."""
+        details = self.details if isinstance(self.details, list) else []
+        fields = [
+            f"{d['field']}: {d['message']}"
+            for d in details
+            if isinstance(d, dict) and d.get("field") and d.get("message")
+        ]
+        return f"{self.message} ({'; '.join(fields)})" if fields else self.message
 
     def __repr__(self) -> str:
         name = type(self).__name__
@@ -190,7 +202,7 @@ def display_url(url: str) -> str:
 
 @contextmanager
 def map_transport_errors(url: str) -> Iterator[None]:
-    """Translate httpx transport failures into ``ConnectionFailed`` (STYLE §8)."""
+    """Translate httpx transport failures into ``ConnectionFailed`` (docs/code-style.md §8)."""
     try:
         yield
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:

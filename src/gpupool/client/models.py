@@ -13,8 +13,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+# "cancelling": the job was asked to stop and has its grace period to do so (it is still
+# admitted or running on its backend until its attempt ends).
 JobStatus = Literal[
-    "queued", "admitted", "running", "succeeded", "failed", "cancelled", "preempted", "lost"
+    "queued",
+    "admitted",
+    "running",
+    "cancelling",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "preempted",
+    "lost",
 ]
 # Terminal states: the job will not run again (a lost attempt is requeued).
 FINISHED_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
@@ -152,6 +162,12 @@ class Team(ReadModel):
     members: dict[str, str] = Field(default_factory=dict)
     queued: int = 0
     running: int = 0
+    # This month: GPU-hours, share of all teams' GPU-hours, tightest budget's remaining.
+    usage_gpu_hours: float = 0.0
+    usage_share: float = 0.0
+    budget_remaining: float | None = None
+    budget_unit: str | None = None
+    budget_status: str | None = None
 
 
 class Pool(ReadModel):
@@ -163,12 +179,30 @@ class Pool(ReadModel):
     gpus_total: int = 0
     gpus_allocated: int = 0
     dedicated_to: str | None = None
+    available: bool = True  # False while its backend is unreachable or refuses the pool
+    message: str = ""  # why it is unavailable
+
+
+class ApiToken(ReadModel):
+    """One of a user's API tokens (never its secret)."""
+
+    id: str
+    user: str
+    description: str = ""
+    created_at: datetime
+    expires_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
+class NewApiToken(ApiToken):
+    token: str  # the bearer token, shown this once
 
 
 class WhoAmI(ReadModel):
     user: str
     platform_admin: bool = False
     teams: dict[str, str] = Field(default_factory=dict)
+    auditor: bool = False  # reads every team's usage and costs
 
 
 class AuditEntry(ReadModel):
@@ -248,3 +282,48 @@ class ConfigApplied(ReadModel):
 def dump(model: BaseModel) -> dict[str, Any]:
     """JSON-ready dict of a read model (datetimes as ISO strings)."""
     return model.model_dump(mode="json")
+
+
+class BudgetStatus(ReadModel):
+    """How one team budget stands in its current period (``GET /v1/budgets``)."""
+
+    team: str
+    name: str
+    period: str = "month"
+    period_label: str = ""
+    period_start: datetime | None = None
+    period_end: datetime | None = None
+    gpu_type: str | None = None
+    unit: str = "GPU-h"
+    used: float = 0.0
+    limit: float = 0.0
+    remaining: float = 0.0
+    percent: float = 0.0
+    status: str = "ok"  # ok | warning | over
+    enforcement: str = "alert"
+    enforced: bool = False
+    thresholds: list[float] = Field(default_factory=list)
+    reached: list[float] = Field(default_factory=list)
+
+
+class BudgetSet(ReadModel):
+    """The configuration version a ``budget set`` stored (``applied`` False: no change)."""
+
+    version: int
+    applied: bool = False
+    summary: str = ""
+
+
+class WebhookDelivery(ReadModel):
+    """One try to deliver a webhook message (``GET /v1/webhooks/deliveries``)."""
+
+    id: int
+    message_id: int
+    webhook: str
+    event: str = ""
+    try_number: int = 1
+    at: datetime | None = None
+    outcome: str = ""  # delivered | retry | failed
+    status_code: int | None = None
+    error: str = ""
+    duration_ms: float = 0.0

@@ -1,7 +1,7 @@
 """The synchronous SDK: one method per REST endpoint of DESIGN §7.
 
     with Client() as gp:                      # GPUPOOL_URL / GPUPOOL_TOKEN, or pass them
-        job = gp.submit(["python", "train.py"], gpus=2, gpu_types=["h100", "a100"])
+        job = gp.submit(["python", "train.py"], gpus=2, gpu_types=["h100", "t4"])
         for chunk in gp.follow_logs(job.id):
             sys.stdout.buffer.write(chunk)
 
@@ -12,29 +12,42 @@ escape. Tests (and anyone embedding the SDK) pass ``transport=`` — e.g. ``http
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import datetime
+from collections.abc import Iterator, Mapping
+from datetime import date, datetime
 from typing import Any, Self
+from urllib.parse import quote
 
 import httpx
 
 from gpupool.client import wire
 from gpupool.client.errors import display_url, map_transport_errors, raise_for_response
 from gpupool.client.models import (
+    ApiToken,
     AuditEntry,
     AuditPage,
+    BudgetSet,
+    BudgetStatus,
     ConfigApplied,
     ConfigDiff,
     ConfigVersion,
     Job,
     JobArray,
+    NewApiToken,
     Page,
     Pool,
     Team,
+    WebhookDelivery,
     WhoAmI,
     WhyReport,
 )
 from gpupool.client.settings import resolve
+from gpupool.client.usage import (
+    UsageAttempt,
+    UsageAttemptPage,
+    UsageReport,
+    report_params,
+)
+from gpupool.core.tokens import token_id_of
 
 
 class Client:
@@ -119,6 +132,18 @@ class Client:
         return Job.model_validate(
             self._request("POST", f"{wire.API}/jobs", json=body, headers=headers)
         )
+
+    def submit_spec(
+        self, spec: Mapping[str, Any], idempotency_key: str | None = None
+    ) -> Job | JobArray:
+        """Submit a job written as the API's submit body (e.g. loaded from a job spec file);
+        with an ``array`` field, a job array. The server names any field it refuses."""
+        headers = wire.submit_headers(idempotency_key)
+        if spec.get("array") is not None:
+            answer = self._request("POST", f"{wire.API}/arrays", json=dict(spec), headers=headers)
+            return JobArray.model_validate(answer)
+        answer = self._request("POST", f"{wire.API}/jobs", json=dict(spec), headers=headers)
+        return Job.model_validate(answer)
 
     def submit_array(self, array: str, command: list[str], **options: Any) -> JobArray:
         """Submit a job array: one job per index of ``array`` (``0-999``, ``0-9:2``, ``1,3,5``),
@@ -222,6 +247,27 @@ class Client:
     def whoami(self) -> WhoAmI:
         return WhoAmI.model_validate(self._request("GET", f"{wire.API}/whoami"))
 
+    # -- API tokens ----------------------------------------------------------------------
+
+    def create_token(self, description: str = "", ttl_days: float | None = None) -> NewApiToken:
+        """A new API token for the caller (it expires: by default in 90 days)."""
+        body: dict[str, Any] = {"description": description}
+        if ttl_days is not None:
+            body["ttl_days"] = ttl_days
+        return NewApiToken.model_validate(self._request("POST", f"{wire.API}/tokens", json=body))
+
+    def tokens(self, user: str | None = None) -> list[ApiToken]:
+        """The caller's tokens, newest first (a platform admin: ``user``'s, or everyone's)."""
+        params = {"user": user} if user else None
+        body = self._request("GET", f"{wire.API}/tokens", params=params)
+        return [ApiToken.model_validate(item) for item in body.get("items", [])]
+
+    def revoke_token(self, token: str) -> ApiToken:
+        """Revoke a token, named as printed (``gpt_<id>_<secret>``) or by its id; only the id
+        is sent."""
+        token_id = quote(token_id_of(token), safe="")
+        return ApiToken.model_validate(self._request("DELETE", f"{wire.API}/tokens/{token_id}"))
+
     def health(self) -> dict[str, Any]:
         """``GET /healthz`` (needs no token); raises ``ConnectionFailed`` if nobody answers."""
         body: dict[str, Any] = self._request("GET", "/healthz")
@@ -265,6 +311,49 @@ class Client:
                 return
             cursor = page.next_cursor
 
+    # -- usage and costs ------------------------------------------------------------------
+
+    def usage(self, **query: Any) -> UsageReport:
+        """GPU-hours within quota, borrowed and idle share, per period and group. ``query``:
+        ``team``, ``start``/``end`` (dates or times; ``end`` defaults to now) or ``period``
+        (day, week, month, quarter, year) holding the date ``at``, and ``group_by`` (team,
+        user, gpu_type, pool, priority_class; default team and gpu type)."""
+        params = report_params(**query)
+        return UsageReport.model_validate(self._request("GET", f"{wire.API}/usage", params=params))
+
+    def costs(self, **query: Any) -> UsageReport:
+        """The usage report priced in the server's currency (``currency``); as :meth:`usage`."""
+        params = report_params(**query)
+        return UsageReport.model_validate(self._request("GET", f"{wire.API}/costs", params=params))
+
+    def usage_attempts(
+        self, *, costs: bool = False, limit: int = 1000, cursor: str | None = None, **query: Any
+    ) -> UsageAttemptPage:
+        """One page of the per-attempt report (with costs when ``costs``)."""
+        params = {**report_params(**query), "report": "attempts", "limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        path = f"{wire.API}/{'costs' if costs else 'usage'}"
+        return UsageAttemptPage.model_validate(self._request("GET", path, params=params))
+
+    def iter_usage_attempts(self, *, costs: bool = False, **query: Any) -> Iterator[UsageAttempt]:
+        """Every attempt of the report, fetching pages lazily."""
+        cursor: str | None = None
+        while True:
+            page = self.usage_attempts(costs=costs, cursor=cursor, **query)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def usage_csv(self, *, costs: bool = False, attempts: bool = False, **query: Any) -> str:
+        """The report as the server writes it in CSV (``# missing`` lines, then a table)."""
+        params = report_params(**query)
+        if attempts:
+            params.update(report="attempts", limit=10_000)
+        path = f"{wire.API}/{'costs' if costs else 'usage'}"
+        return self._send("GET", path, params=params, headers={"Accept": "text/csv"}).text
+
     # -- configuration (platform admins) -----------------------------------------------------
 
     def config(self) -> ConfigVersion:
@@ -291,6 +380,33 @@ class Client:
         ``ConfigInvalid`` listing every problem of the file."""
         body = {"yaml": yaml_text, "base_version": base_version, "source": source, "force": force}
         return ConfigApplied.model_validate(self._request("POST", f"{wire.API}/config", json=body))
+
+    # -- budgets ---------------------------------------------------------------------------
+
+    def budgets(self, team: str | None = None) -> list[BudgetStatus]:
+        """How budgets stand this period: one team's (its admins), else every team the caller
+        administers (platform admins: all)."""
+        params = {"team": team} if team else {}
+        body = self._request("GET", f"{wire.API}/budgets", params=params)
+        return [BudgetStatus.model_validate(item) for item in body.get("items", [])]
+
+    def set_budget(self, team: str, name: str, **settings: Any) -> BudgetSet:
+        """Add or replace ``team``'s budget ``name`` (platform admins): a new configuration
+        version. ``settings``: period, start, end, gpu_hours or amount, gpu_type, thresholds,
+        enforcement, base_version (``Conflict`` unless it is current)."""
+        body = wire.drop_none(
+            {k: str(v) if isinstance(v, date) else v for k, v in settings.items()}
+        )
+        path = f"{wire.API}/budgets/{quote(team, safe='')}/{quote(name, safe='')}"
+        return BudgetSet.model_validate(self._request("PUT", path, json=body))
+
+    def webhook_deliveries(
+        self, *, webhook: str | None = None, limit: int = 50
+    ) -> list[WebhookDelivery]:
+        """The webhook delivery log, newest first (platform admins)."""
+        params = wire.drop_none({"webhook": webhook, "limit": limit})
+        body = self._request("GET", f"{wire.API}/webhooks/deliveries", params=params)
+        return [WebhookDelivery.model_validate(item) for item in body.get("items", [])]
 
     # -- plumbing --------------------------------------------------------------------------
 

@@ -1,9 +1,11 @@
-"""A fake gpupool API for tests of code that uses the SDK (STYLE §12: fakes ship with the code).
+"""A fake gpupool API for tests of code that uses the SDK (docs/code-style.md §12: fakes ship with
+the code).
 
 ``FakeApi`` is a tiny router over ``httpx.MockTransport``: register canned answers (or handler
 functions) per ``(method, path)``, hand ``api.transport`` to ``Client(transport=...)``, then
 assert on ``api.requests``. Unregistered routes answer 404 ``not_found`` like the real server.
-The ``*_json`` builders produce wire payloads shaped as in DESIGN §7, with overridable fields.
+The ``*_json`` builders produce wire payloads shaped as in docs/architecture.md §7, with
+overridable fields.
 
     api = FakeApi()
     api.add("GET", "/v1/jobs/j-1", json=job_json(id="j-1"))
@@ -160,6 +162,31 @@ def team_json(**overrides: Any) -> dict[str, Any]:
     return team
 
 
+def budget_json(**overrides: Any) -> dict[str, Any]:
+    """A ``GET /v1/budgets`` item: team-a's monthly budget, 812 of 1000 GPU-h used."""
+    budget: dict[str, Any] = {
+        "team": "team-a",
+        "name": "monthly",
+        "period": "month",
+        "period_label": "June 2027",
+        "period_start": "2027-06-01T00:00:00+00:00",
+        "period_end": "2027-07-01T00:00:00+00:00",
+        "gpu_type": None,
+        "unit": "GPU-h",
+        "used": 812.0,
+        "limit": 1000.0,
+        "remaining": 188.0,
+        "percent": 81.2,
+        "status": "warning",
+        "enforcement": "hold",
+        "enforced": False,
+        "thresholds": [50.0, 80.0, 100.0],
+        "reached": [50.0, 80.0],
+    }
+    budget.update(overrides)
+    return budget
+
+
 def pool_json(**overrides: Any) -> dict[str, Any]:
     pool: dict[str, Any] = {
         "name": "local-h100",
@@ -170,6 +197,8 @@ def pool_json(**overrides: Any) -> dict[str, Any]:
         "gpus_total": 8,
         "gpus_allocated": 3,
         "dedicated_to": None,
+        "available": True,
+        "message": "",
     }
     pool.update(overrides)
     return pool

@@ -1,1 +1,2 @@
-"""The control loop: schedule → dispatch → sync backends → record events (DESIGN §1)."""
+"""The control loop: schedule → dispatch → sync backends → record events (docs/architecture.md
+§1)."""

@@ -1,4 +1,5 @@
-"""Time, injected (STYLE §12): the controller and services never call ``datetime.now``."""
+"""Time, injected (docs/code-style.md §12): the controller and services never call
+``datetime.now``."""
 
 from __future__ import annotations
 

@@ -9,6 +9,8 @@ Each tick (on a timer, or at once when :meth:`Controller.wake` is called):
              changed (``parking.py``), persist admissions, preemptions and changed reasons in
              one transaction (only when something changed, or every ``FULL_CYCLE_S``)
 4. dispatch  submit every admitted attempt without a handle that is not already in flight
+5. ledger    every ``accounting.accrual_interval_s``, add running attempts' time and the
+             pools' capacity to the usage ledger (``accounting.py``)
 
 The loop itself never waits on a backend: every backend call runs on the execution
 service's threads and wakes the loop when it completes. A backend that is unreachable is
@@ -46,11 +48,14 @@ from gpupool.backends.base import (
     PosixIdentity,
 )
 from gpupool.backends.errors import BackendError, BackendUnavailable
+from gpupool.controller.accounting import Accrual
 from gpupool.controller.backoff import Backoff
+from gpupool.controller.budgets import BudgetWatch
 from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService, SubmitResult
 from gpupool.controller.fairshare import HORIZON_HALF_LIVES, UsageInterval, decayed_usage
 from gpupool.controller.leader import Leadership, LeaseLost, SoleLeader
+from gpupool.controller.observer import CycleSeen, NullObserver, Observer
 from gpupool.controller.parking import Parking
 from gpupool.controller.snapshot import build_snapshot, policy_for
 from gpupool.controller.state import QueueState
@@ -133,8 +138,21 @@ class Controller:
         self._capacity_calls: dict[str, Future[PoolCapacity | None]] = {}
         self._capacity_at = float("-inf")
         self._sync = BackendSync(
-            sessions, execution, clock, self.backoff, lambda: self.wake(reschedule=False)
+            sessions,
+            execution,
+            clock,
+            self.backoff,
+            lambda: self.wake(reschedule=False),
+            config,
         )
+        self.accrual = Accrual(sessions, config, clock, self.leader)
+        # Used-up budgets the cycle enforces, evaluated every few seconds (budgets.py).
+        self.budgets = BudgetWatch(sessions, clock, lambda session: self.leader.fence(session))
+        self.observe(NullObserver())
+
+    def observe(self, observer: Observer) -> None:
+        """Tell ``observer`` of steps, cycles and backend failures from now on (metrics)."""
+        self.observer = self._sync.observer = observer
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -217,15 +235,20 @@ class Controller:
         every ``FULL_CYCLE_S`` (so ``why`` stays fresh): an idle queue costs nothing."""
         if not self._leading():
             return self.last  # a standby: the leader syncs, schedules and dispatches
+        began = self._clock.monotonic()
         self.sync()
         self.send_cancels()
         self.refresh_capacity()
+        if self.budgets.refresh(self._config()):
+            self._dirty = True  # a team's budget began or stopped holding it back
         now = self._clock.monotonic()
         if self._dirty or now - self._last_full >= FULL_CYCLE_S or self._store_changed():
             self._dirty = False  # before the cycle: a wake during it schedules again
             self._last_full = now
             self.last = self.schedule()
         self.dispatch()
+        self.accrual.maybe_run()
+        self.observer.step(self._clock.monotonic() - began)
         return self.last
 
     def _leading(self) -> bool:
@@ -240,7 +263,9 @@ class Controller:
             self._parking = Parking()
             self._nominations = ()
             self._history = None
+            self.budgets.forget()
             self._dirty = True
+            self.accrual.forget()
             with self._lock:
                 self._recorded.clear()
         return epoch is not None
@@ -276,6 +301,7 @@ class Controller:
                 seen = future.result()
             except BackendError as exc:
                 log.warning("cannot read the capacity of pool %s: %s", pool, exc)
+                self.observer.backend_error(pool, "capacity", exc)
                 continue
             if seen is None:
                 self._capacity.pop(pool, None)
@@ -312,11 +338,27 @@ class Controller:
         )
         if self._nominations:
             snapshot = dataclasses.replace(snapshot, nominations=self._nominations)
+        if self.budgets.blocks:
+            snapshot = dataclasses.replace(snapshot, budgets=self.budgets.blocks)
         started = self._clock.monotonic()
-        result = self._parking.cycle(snapshot, policy_for(config), self.queue.groups())
+        groups = self.queue.groups()
+        result = self._parking.cycle(snapshot, policy_for(config), groups)
         self._nominations = result.nominations
         cycle_ms = (self._clock.monotonic() - started) * 1000
         self._persist(result, now)
+        self.observer.cycle(
+            CycleSeen(
+                snapshot.now,
+                cycle_ms / 1000,
+                snapshot,
+                groups,
+                result,
+                self._reasons_of,
+                self.queue.started,
+                self.queue.pending_view,
+                frozenset(self._parking.teams),
+            )
+        )
         log.debug(
             "cycle: %d queued (%d teams parked), %d active, %d admitted in %.1f ms",
             len(self.queue),
@@ -369,6 +411,10 @@ class Controller:
         if len(written) > 2 * len(self.queue) + 1000:  # jobs that left the queue meanwhile
             queued = self.queue.queued_ids()
             self._reasons = {k: v for k, v in written.items() if k in queued}
+
+    def _reasons_of(self, job_id: str) -> tuple[PendingReason, ...] | None:
+        written = self._reasons.get(job_id)
+        return None if written is None else written[0]
 
     def _mark_victim(self, session: Session, preemption: Preemption, now: datetime) -> None:
         """Record the decision; ``send_cancels`` signals the victim, and when it has ended
@@ -443,6 +489,7 @@ class Controller:
                 # after the pool's backoff. The message names the cause, never a secret.
                 log.warning("cannot mint the data grant of %s.%d: %s", job.id, attempt.number, exc)
                 self.backoff.failed(attempt.pool, now, f"data grant: {exc}")
+                self.observer.backend_error(attempt.pool, "dispatch", exc)
                 with self._lock:
                     self._inflight.discard(attempt.id)
                 continue
@@ -467,6 +514,8 @@ class Controller:
 
     def _submitted(self, attempt_id: int, spec: JobSpec, result: SubmitResult) -> None:
         recorded = False
+        if not isinstance(result, JobHandle):
+            self.observer.backend_error(spec.pool, "dispatch", result)
         try:
             self._record_submission(attempt_id, spec, result)
             # An unavailable backend leaves the attempt to be submitted again after backoff.

@@ -12,7 +12,11 @@ read is:
   cohort balances and preemption candidates;
 * every team's quota (with its caps on GPU-less work) and cohort (:func:`quota_inputs`), the
   policy and the gpu types present (a job that takes any type tries each of them);
-* whether its jobs starve (a parked team has no starving job; its longest wait is kept).
+* whether its jobs starve (a parked team has no starving job; its longest wait is kept);
+* the used-up budgets the cycle enforces (``Snapshot.budgets``): a change unparks every team;
+* the clock, through the running jobs' protection from preemption: a job younger than its
+  priority's ``Policy.min_runtime_s`` may become a victim once it has run that long, so when
+  that moment passed between two cycles nothing stays parked.
 
 While all of these are equal in a later snapshot, deciding the team again would give each of
 its jobs the reasons it got then; and since those decisions change nothing, leaving its jobs
@@ -40,6 +44,7 @@ from itertools import chain
 from operator import attrgetter
 
 from gpupool.scheduler import (
+    BudgetBlock,
     CycleResult,
     PendingJob,
     PendingReason,
@@ -81,6 +86,8 @@ class Parking:
         self._pools: tuple[PoolView, ...] = ()
         self._running: tuple[RunningJob, ...] = ()
         self._quotas: QuotaInputs = ()
+        self._budgets: tuple[BudgetBlock, ...] = ()
+        self._now = 0.0
 
     def clear(self) -> None:
         self.teams = {}
@@ -113,7 +120,8 @@ class Parking:
                 break
             unparked |= hit
         self._policy, self._pools, self._running = policy, snapshot.pools, snapshot.running
-        self._quotas = quotas
+        self._quotas, self._now = quotas, snapshot.now
+        self._budgets = snapshot.budgets
         self.teams = parked
         if touched is None or snapshot.nominations or policy.max_admissions is not None:
             return result
@@ -144,6 +152,8 @@ class Parking:
             or policy.max_admissions is not None
             or policy != self._policy
             or quotas != self._quotas
+            or snapshot.budgets != self._budgets
+            or _protection_ended(snapshot.running, policy, self._now, snapshot.now)
         ):
             return {}
         changed = changed_types(self._pools, self._running, snapshot.pools, snapshot.running)
@@ -214,6 +224,21 @@ def _types_of(jobs: tuple[PendingJob, ...], policy: Policy, present: list[str]) 
     accepted = {job.gpu_types for job in jobs}
     order = policy.gpu_type_order
     return frozenset(t for types in accepted for t in resolve_gpu_types(types, order, present))
+
+
+def _protection_ended(
+    running: tuple[RunningJob, ...], policy: Policy, before: float, now: float
+) -> bool:
+    """True when some running job reached its priority's minimum run time after ``before`` and
+    by ``now``: it may be preempted now, which no decision of the last cycle saw."""
+    least = policy.min_runtime_s
+    if not least:
+        return False
+    for job in running:
+        runtime = least.get(job.priority)
+        if runtime is not None and before < job.started_at + runtime <= now:
+            return True
+    return False
 
 
 def _present(pools: tuple[PoolView, ...]) -> set[str]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from gpupool.backends.base import PoolCapacity
+from gpupool.backends.registry import runs_gangs
 from gpupool.scheduler import (
     NodeView,
     PendingJob,
@@ -64,6 +65,7 @@ def build_snapshot(
             gpu_type=pool.gpu_type,
             backend=pool.backend,
             dedicated_to=pool.dedicated_to,
+            gang=runs_gangs(pool.backend),
             nodes=tuple(
                 NodeView(
                     name=(name := node_name(pool.name, i)),
@@ -120,6 +122,9 @@ def policy_for(config: ClusterConfig) -> Policy:
         preemption_budget=settings.preemption_budget,
         starvation_after_s=settings.starvation_after_s,
         queueing=Queueing(settings.queueing),
+        max_preemptions_per_job=settings.max_preemptions_per_job,
+        min_runtime_s=config.min_runtimes(),
+        gpu_type_weights=config.fair_share_weights(),
     )
 
 
@@ -127,10 +132,12 @@ class PoolState:
     """The pools' node views kept up to date as attempts take and free devices, for callers
     that build a snapshot every few milliseconds (the simulator): a node's view is rebuilt
     only when something on it changed, instead of every node at every cycle. Devices only;
-    cpus and memory of jobs are not tracked (the simulator's jobs ask for none)."""
+    cpus and memory of jobs are not tracked (the simulator's jobs ask for none). ``gang``
+    says whether a backend runs multi-node jobs (default: what its adapter declares)."""
 
-    def __init__(self, config: ClusterConfig) -> None:
+    def __init__(self, config: ClusterConfig, gang: Callable[[str], bool] = runs_gangs) -> None:
         self._config = config
+        self._gang = gang
         self._at: dict[str, tuple[str, int]] = {}  # node -> (pool, index in the pool)
         self._used: dict[str, set[int]] = {}
         self._views: dict[str, list[NodeView]] = {}
@@ -169,6 +176,7 @@ class PoolState:
                 backend=pool.backend,
                 dedicated_to=pool.dedicated_to,
                 nodes=tuple(self._views[pool.name]),
+                gang=self._gang(pool.backend),
             )
             for pool in self._config.pools
         )

@@ -50,6 +50,8 @@ def pending_job(row: ColumnRow) -> PendingJob:
         gpu_types=_gpu_types(row.gpu_types),
         max_runtime_s=row.max_runtime_s,
         queued_at=None if row.queued_at is None else row.queued_at.timestamp(),
+        # A job pinned to a backend at submit runs only on its pools ("auto": any pool).
+        backend=None if row.backend in (None, "auto") else row.backend,
     )
 
 
@@ -78,6 +80,7 @@ def running_job(row: ColumnRow) -> RunningJob:
         # Signalled (cancelled or chosen as a victim): it still holds its GPUs until it ends.
         terminating=bool(row.cancel_requested or row.cancel_sent or row.preempted_by),
         ends_by=None if row.max_runtime_s is None else started + row.max_runtime_s,
+        preemptions=int(row.preemptions or 0),
     )
 
 
@@ -235,6 +238,17 @@ class QueueState:
 
     def queued_ids(self) -> set[str]:
         return set(self._queued)
+
+    def pending_view(self, job_id: str) -> PendingJob | None:
+        """A queued job as the scheduler sees it; None when it is not queued."""
+        row = self._queued.get(job_id)
+        return None if row is None else pending_job(row)
+
+    def started(self, job_id: str) -> bool:
+        """Whether an active job's attempt runs (started), not only admitted. One dictionary
+        read, so an observer may call it from another thread."""
+        entry = self._active.get(job_id)
+        return entry is not None and entry[0].started_at is not None
 
     def __len__(self) -> int:
         return len(self._queued)

@@ -20,8 +20,10 @@ from gpupool.backends.errors import BackendError
 from gpupool.controller.backoff import Backoff
 from gpupool.controller.clock import Clock
 from gpupool.controller.execution import ExecutionService
+from gpupool.controller.observer import NullObserver, Observer
 from gpupool.controller.transitions import apply_status
 from gpupool.core.jobs import JobStatus
+from gpupool.spec.models import ClusterConfig
 from gpupool.state import jobs, queue
 from gpupool.state.db import SessionFactory
 
@@ -36,8 +38,10 @@ class BackendSync:
         clock: Clock,
         backoff: Backoff,
         wake: Callable[[], None],
+        config: Callable[[], ClusterConfig] | None = None,
     ) -> None:
         self._sessions = sessions
+        self._config = config  # the pools' node types, for the usage ledger
         self._execution = execution
         self._clock = clock
         self._backoff = backoff
@@ -45,6 +49,7 @@ class BackendSync:
         # pool -> (poll in flight, stored attempt status per key when it started)
         self._polls: dict[str, tuple[Future[Mapping[str, BackendStatus]], dict[str, str]]] = {}
         self._cancels: dict[int, Future[None]] = {}  # attempt id -> cancel in flight
+        self.observer: Observer = NullObserver()
 
     # -- polling ----------------------------------------------------------------------------
 
@@ -78,6 +83,7 @@ class BackendSync:
                 statuses = future.result()
             except BackendError as exc:
                 log.warning("cannot poll pool %s: %s", pool, exc)
+                self.observer.backend_error(pool, "poll", exc)
                 if exc.retryable:
                     self._backoff.failed(pool, self._clock.monotonic(), str(exc))
                 continue
@@ -99,12 +105,13 @@ class BackendSync:
 
     def _apply(self, statuses: Mapping[str, BackendStatus]) -> None:
         now = self._clock.now()
+        config = None if self._config is None else self._config()
         with self._sessions.begin() as session:
             for key, status in statuses.items():
                 job_id, _, number = key.rpartition(".")
                 found = jobs.active_attempt(session, job_id, int(number))
                 if found is not None:
-                    apply_status(session, found[0], found[1], status, now)
+                    apply_status(session, found[0], found[1], status, now, config)
 
     def _reap(self, pool: str, key: str) -> None:
         """A lost attempt may have left its job running (its supervisor died): stop it, so
@@ -129,7 +136,18 @@ class BackendSync:
                 continue
             future = self._execution.cancel_async(JobHandle.from_dict(raw), grace_s)
             self._cancels[attempt_id] = future
+            future.add_done_callback(self._report_failure(pool, "cancel"))
             future.add_done_callback(lambda _: self._wake())
+
+    def _report_failure(self, pool: str, operation: str) -> Callable[[Future[Any]], None]:
+        """A done-callback telling the observer of a failed call (on the call's thread)."""
+
+        def report(future: Future[Any]) -> None:
+            error = None if future.cancelled() else future.exception()
+            if error is not None:
+                self.observer.backend_error(pool, operation, error)
+
+        return report
 
     def _collect_cancels(self) -> None:
         for attempt_id, future in list(self._cancels.items()):

@@ -3,6 +3,9 @@
 The job mirrors its current attempt. A preempted or lost attempt sends the job back to the
 queue for a new attempt (keeping its submit time, so it keeps its place), until
 ``MAX_LOST_ATTEMPTS`` attempts were lost (preemptions never count).
+
+The usage ledger moves with the status, in the same transaction: an attempt's row opens when
+it is first seen running and closes, with its outcome, when it ends (``accounting.py``).
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from gpupool.backends.base import BackendStatus, RunState
+from gpupool.controller import accounting
 from gpupool.core.jobs import JobStatus
+from gpupool.spec.models import ClusterConfig
 from gpupool.state import jobs
 from gpupool.state.db import Session
 from gpupool.state.models import AttemptRow, JobRow
@@ -25,8 +30,15 @@ _FINAL_JOB_STATUS = {
 
 
 def apply_status(
-    session: Session, job: JobRow, attempt: AttemptRow, status: BackendStatus, now: datetime
+    session: Session,
+    job: JobRow,
+    attempt: AttemptRow,
+    status: BackendStatus,
+    now: datetime,
+    config: ClusterConfig | None = None,
 ) -> None:
+    """Record what the backend reported; ``config``: the pools' node types for the ledger
+    (each pool counts as dedicated without it)."""
     state = status.state
     if state is RunState.PENDING:
         return
@@ -36,10 +48,12 @@ def apply_status(
             attempt.started_at = now
             job.status = JobStatus.RUNNING.value
             job.started_at = job.started_at or now
+            accounting.attempt_started(session, config, job, attempt, now)
             jobs.add_event(
                 session, job.id, now, "running", f"attempt {attempt.number} on {attempt.pool}"
             )
         return
+    was = attempt.status
     attempt.finished_at = now
     attempt.exit_code = status.exit_code
     attempt.message = status.message
@@ -50,9 +64,11 @@ def apply_status(
     if state in _FINAL_JOB_STATUS:
         final = _FINAL_JOB_STATUS[state]
         attempt.status = final.value
+        accounting.attempt_ended(session, config, job, attempt, now, was)
         finish_job(session, job, final, now, status.exit_code, status.message)
         return
     attempt.status = (JobStatus.PREEMPTED if state is RunState.PREEMPTED else JobStatus.LOST).value
+    accounting.attempt_ended(session, config, job, attempt, now, was)
     requeue(session, job, now, f"attempt {attempt.number} {attempt.status}: {attempt.message}")
 
 

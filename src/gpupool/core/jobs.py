@@ -24,6 +24,19 @@ class JobStatus(StrEnum):
 TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 ACTIVE = frozenset({JobStatus.ADMITTED, JobStatus.RUNNING})
 
+# What users are shown for an active job whose cancel was asked for, until its attempt ends
+# (it has its grace period to stop). Not a state of the machine above: the store keeps the
+# job admitted or running, with ``cancel_requested`` set.
+CANCELLING = "cancelling"
+SHOWN_STATUSES = (*(s.value for s in JobStatus), CANCELLING)
+
+
+def shown_status(status: str, cancel_requested: bool) -> str:
+    """The status users see (API, SDK, CLI): ``cancelling`` for an active job being
+    cancelled, else the job's own status."""
+    return CANCELLING if cancel_requested and status in ACTIVE else status
+
+
 _ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.QUEUED: frozenset({JobStatus.ADMITTED, JobStatus.CANCELLED, JobStatus.FAILED}),
     JobStatus.ADMITTED: frozenset(

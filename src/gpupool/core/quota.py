@@ -1,7 +1,7 @@
 """Quota arithmetic for one team and one gpu type, and the cohort balance it borrows from.
 
 Quantities are whole GPUs of one gpu type, except the GPU-less cap at the end. ``used`` is what a
-team's admitted and running jobs hold now. Definitions (DESIGN §5.3, Kueue semantics):
+team's admitted and running jobs hold now. Definitions (docs/architecture.md §5.3, Kueue semantics):
 
 * ``borrowed(used) = max(0, used - nominal)``: usage above nominal is borrowed from the cohort.
 * ``lendable(used) = min(max(0, nominal - used), lending_limit)`` (no limit = no cap): the part of
@@ -27,10 +27,15 @@ a job needs ``max(cpus, MIN_CPUS_CHARGED) x nodes`` CPUs and ``memory_gb x nodes
 one. The cap is hard: GPU-less work never borrows, lends or preempts for it
 (:func:`check_gpuless`).
 
-Fair share: :func:`dominant_share` is the weighted dominant-resource share of a team, the largest
-over gpu types of ``borrowed_f / capacity_f`` divided by the team's weight, where
-``capacity_f`` is the cluster's total GPUs of type f. Normalising by capacity makes one borrowed
-h100 out of 8 weigh as much as 8 borrowed t4 out of 64.
+Fair share: :func:`weighted_share` is a team's share of the cluster's value that it borrows,
+divided by the team's weight: ``Σ_f w_f x borrowed_f / Σ_f w_f x capacity_f / weight``, where
+``capacity_f`` is the cluster's total GPUs of type f and ``w_f`` what one GPU of type f is worth
+(its price per GPU-hour, or its ``fair_share_weight``). So one borrowed h100 counts for as much
+as ``w_h100 / w_t4`` borrowed t4s, whatever the pools' sizes. A sum, not DRF's maximum over
+types: a job holds GPUs of one type only and the types stand in for one another (spill-over),
+so they are one resource in different denominations, not complements such as CPUs and memory
+are; with the maximum, a team could borrow some of every type and count only the largest part.
+With one gpu type it is DRF's dominant share, ``borrowed / capacity / weight``.
 """
 
 from __future__ import annotations
@@ -188,22 +193,29 @@ def check_gpuless(
     return GpulessCheck(quota, used, need, tuple(over))
 
 
-def dominant_share(
-    borrowed: Mapping[str, int], capacity: Mapping[str, int], weight: float
+def weighted_share(
+    borrowed: Mapping[str, int],
+    capacity: Mapping[str, int],
+    weight: float,
+    type_weights: Mapping[str, float] | None = None,
 ) -> float:
-    """``max_f borrowed[f] / capacity[f] / weight`` over gpu types with capacity; 0 when none.
+    """``Σ w_f x borrowed[f] / Σ w_f x capacity[f] / weight`` (see the module docstring); ``w_f``
+    is ``type_weights[f]``, 1 for a type not listed. 0 when nothing is borrowed.
 
     A type with no capacity cannot be borrowed physically and is skipped. A team with weight
     ``<= 0`` that borrows anything has share ``inf`` (it goes last).
     """
-    share = 0.0
+    worth = type_weights or {}
+    total = 0.0
+    for gpu_type in sorted(capacity):
+        total += worth.get(gpu_type, 1.0) * capacity[gpu_type]
+    used = 0.0
     for gpu_type in sorted(borrowed):
-        total = capacity.get(gpu_type, 0)
         amount = borrowed[gpu_type]
-        if total > 0 and amount > 0:
-            share = max(share, amount / total)
-    if share == 0.0:
+        if amount > 0 and capacity.get(gpu_type, 0) > 0:
+            used += worth.get(gpu_type, 1.0) * amount
+    if used <= 0.0 or total <= 0.0:
         return 0.0
     if weight <= 0:
         return math.inf
-    return share / weight
+    return used / total / weight

@@ -1,1 +1,2 @@
-"""Team data: storage roots, job input/output paths, per-job grants, redaction (DESIGN §8)."""
+"""Team data: storage roots, job input/output paths, per-job grants, redaction
+(docs/architecture.md §8)."""

@@ -1,4 +1,4 @@
-"""Job input and output paths, relative to the team's storage root (REQUIREMENTS D1).
+"""Job input and output paths, relative to the team's storage root (docs/requirements.md D1).
 
 A team's root holds ``shared/`` (the whole team) and ``home/<user>/`` (one member). Jobs
 declare ``inputs`` and ``outputs`` as paths under it, e.g. ``shared/datasets/x`` or

@@ -1,4 +1,4 @@
-"""Keep secrets out of everything gpupool writes (D4, DESIGN §8).
+"""Keep secrets out of everything gpupool writes (D4, docs/architecture.md §8).
 
 :func:`redact` masks every credential shape gpupool knows: signed-URL signatures (Azure SAS
 ``sig=``, S3 ``X-Amz-Signature=`` and ``X-Amz-Credential=``, gpupool's own ``gp_sig=``),
@@ -53,11 +53,21 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     # Authorization headers, in HTTP, curl -H, Python reprs and JSON: the whole value.
     (
-        re.compile(r"(?i)(authorization[\"']?\s*+[:=]\s*+[\"']?)(?!\[REDACTED)[^\"'\\\r\n,}]+"),
+        re.compile(
+            r"(?i)(authorization[\"']?\s*+[:=]\s*+[\"']?)(?!\[REDACTED"
+            r"|(?:bearer\s+)?<[A-Za-z _-]+>(?=[\"'\s]|$))"
+            r"[^\"'\\\r\n,}]+"
+        ),
         rf"\1{MASK}",
     ),
     # Bearer tokens wherever they appear (e.g. a header repr without its name).
-    (re.compile(r"(?i)\b(bearer\s+)(?!\[REDACTED)[A-Za-z0-9._~+/=-]+"), rf"\1{MASK}"),
+    # (Not the words of "a bearer token" or "bearer scheme": hints stay readable.)
+    (
+        re.compile(
+            r"(?i)\b(bearer\s+)(?!\[REDACTED|(?:tokens?|scheme|auth\w*)\b)[A-Za-z0-9._~+/=-]+"
+        ),
+        rf"\1{MASK}",
+    ),
     # JWTs: three base64url parts, the first two JSON objects ("eyJ" is '{"').
     (re.compile(r"\beyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*"), f"{MASK}-jwt"),
     # gpupool API tokens gpt_<id>_<secret>: the id names the token; the secret goes.

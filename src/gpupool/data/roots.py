@@ -1,4 +1,5 @@
-"""Team storage roots: where a team's ``shared/`` and ``home/<user>/`` live (DESIGN §8).
+"""Team storage roots: where a team's ``shared/`` and ``home/<user>/`` live (docs/architecture.md
+§8).
 
 The configuration's ``storage.root`` is one URI for every team, ``storage.teams`` one per
 team (see :class:`gpupool.spec.models.Storage`):

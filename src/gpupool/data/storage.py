@@ -1,4 +1,4 @@
-"""Per-team storage on the local file system (D1, DESIGN §8).
+"""Per-team storage on the local file system (D1, docs/architecture.md §8).
 
 Each team has a storage root, by default ``<GPUPOOL_HOME>/storage/<team>`` (the configuration's
 ``storage`` section may put it elsewhere, see :mod:`gpupool.data.roots`)::

@@ -1,4 +1,4 @@
-"""Pure scheduling decisions (DESIGN §5). Imports only ``gpupool.core``.
+"""Pure scheduling decisions (docs/architecture.md §5). Imports only ``gpupool.core``.
 
 The single entry point is :func:`run_cycle`; the controller and the simulator call it.
 """
@@ -6,6 +6,8 @@ The single entry point is :func:`run_cycle`; the controller and the simulator ca
 from gpupool.scheduler.cycle import run_cycle
 from gpupool.scheduler.snapshot import (
     Admission,
+    BudgetAction,
+    BudgetBlock,
     CycleResult,
     NodeView,
     Nomination,
@@ -25,6 +27,8 @@ from gpupool.scheduler.snapshot import (
 
 __all__ = [
     "Admission",
+    "BudgetAction",
+    "BudgetBlock",
     "CycleResult",
     "NodeView",
     "Nomination",

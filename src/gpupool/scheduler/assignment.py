@@ -1,4 +1,5 @@
-"""Assignment: which gpu type, pool and nodes a job gets, graded and explained (DESIGN §5.3-5.5).
+"""Assignment: which gpu type, pool and nodes a job gets, graded and explained
+(docs/architecture.md §5.3-5.5).
 
 For each acceptable gpu type in order, :func:`assign` checks, cheapest and most permanent first:
 
@@ -87,20 +88,28 @@ def assign(job: PendingJob, gpu_types: tuple[str, ...], ws: Workspace) -> Assign
     return Assignment(FitMode.NO_FIT, tuple(found))
 
 
-def usable_pools(team: str, shape: Shape, gpu_type: str, ws: Workspace) -> tuple[PoolRoom, ...]:
-    """The pools of ``gpu_type`` the team may use that, empty, could hold ``shape``."""
-    return ws.usable_pools(team, shape, gpu_type)
+def usable_pools(
+    job: PendingJob, shape: Shape, gpu_type: str, ws: Workspace
+) -> tuple[PoolRoom, ...]:
+    """The pools of ``gpu_type`` the job's team may use (of its pinned backend, if any) that,
+    empty, could hold ``shape``."""
+    return ws.usable_pools(job.team, shape, gpu_type, job.backend)
 
 
 def assign_type(job: PendingJob, shape: Shape, gpu_type: str, ws: Workspace) -> Assignment:
     """One gpu type of :func:`assign`: FIT, or NO_FIT with the one reason of the first failed
     check (its code says which check, hence what the answer depends on)."""
-    pools = ws.team_pools(job.team, gpu_type)
+    pools = ws.team_pools(job.team, gpu_type, job.backend)
     if not pools:
+        if job.backend is not None and ws.team_pools(job.team, gpu_type):
+            return _no_fit(reasons.no_pool_of_backend(gpu_type, job.backend))
         exists = ws.has_pools(gpu_type)
         return _no_fit(reasons.no_pool(gpu_type, job.team, exists=exists))
-    holding = ws.usable_pools(job.team, shape, gpu_type)
+    holding = ws.usable_pools(job.team, shape, gpu_type, job.backend)
     if not holding:
+        no_gangs = sorted({p.view.backend for p in pools if not p.view.gang})
+        if shape.nodes > 1 and no_gangs:
+            return _no_fit(reasons.no_gang(gpu_type, shape, no_gangs))
         return _no_fit(reasons.too_large(gpu_type, shape))
     check = check_quota(
         ws.quota(job.team, gpu_type),

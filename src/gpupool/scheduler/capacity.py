@@ -1,4 +1,5 @@
-"""Physical room: the mutable working copy of one pool's nodes during one cycle (DESIGN §5.4).
+"""Physical room: the mutable working copy of one pool's nodes during one cycle
+(docs/architecture.md §5.4).
 
 A :class:`PoolRoom` is built from an immutable :class:`PoolView` and then changed by each
 admission of the cycle, so later decisions in the same cycle see earlier ones.
@@ -15,7 +16,7 @@ Invariants:
   failed while no room was released, and so does every request at least as large in every
   dimension: ``_failed`` remembers a few such shapes to reject repeats in O(1).
 * :meth:`PoolRoom.release` and :meth:`PoolRoom.occupy` move exact devices and amounts, recorded
-  in a :class:`Held`, so every what-if can be undone exactly (STYLE §3).
+  in a :class:`Held`, so every what-if can be undone exactly (docs/code-style.md §3).
 """
 
 from __future__ import annotations
@@ -157,9 +158,13 @@ class PoolRoom:
         return self.view.dedicated_to is None or self.view.dedicated_to == team
 
     def could_ever_hold(self, shape: Shape) -> bool:
-        """True when the pool, empty, would have ``shape.nodes`` nodes large enough."""
+        """True when the pool, empty, would have ``shape.nodes`` nodes large enough, and its
+        backend runs multi-node jobs if the shape has more than one node."""
         known = self._fits_empty.get(shape)
         if known is None:
+            if shape.nodes > 1 and not self.view.gang:
+                known = self._fits_empty[shape] = False
+                return known
             large = 0
             for node in self.nodes:  # stops as soon as enough nodes are large enough
                 if node.could_ever_hold(shape):
@@ -203,6 +208,18 @@ class PoolRoom:
             if index is not None and len(self.nodes[index].free_devices) < gpus:
                 count += len(self.nodes[index].free_devices) + more >= gpus
         return count
+
+    def roomy_nodes(self, shape: Shape) -> list[int]:
+        """The first ``shape.nodes`` nodes, in packing order, with room for one member of
+        ``shape`` now."""
+        found: list[int] = []
+        for bucket in self._by_free[shape.gpus :] if shape.gpus < len(self._by_free) else []:
+            for index in bucket:
+                if self.nodes[index].has_room(shape):
+                    found.append(index)
+                    if len(found) == shape.nodes:
+                        return found
+        return found
 
     def pick(self, shape: Shape) -> NodePick | None:
         """The most allocated nodes that can hold ``shape`` (fewest free GPUs, then name)."""

@@ -1,4 +1,4 @@
-"""One scheduling cycle: ``run_cycle(snapshot, policy) -> CycleResult`` (DESIGN §5).
+"""One scheduling cycle: ``run_cycle(snapshot, policy) -> CycleResult`` (docs/architecture.md §5).
 
 The cycle is a pipeline; each numbered step is one function:
 
@@ -49,6 +49,7 @@ from gpupool.scheduler.assignment import (
     job_shape,
     resolve_gpu_types,
 )
+from gpupool.scheduler.budgets import BudgetRules, without_borrowing
 from gpupool.scheduler.memo import AssignMemo, FallbackKey, FallbackMemo, job_key
 from gpupool.scheduler.nominations import honour_nominations
 from gpupool.scheduler.preemption import Preemptor
@@ -98,7 +99,7 @@ def run_cycle(snapshot: Snapshot, policy: Policy | None = None) -> CycleResult:
 
 
 def _run(snapshot: Snapshot, policy: Policy) -> CycleResult:
-    workspace = build_workspace(snapshot)  # 1
+    workspace = build_workspace(snapshot, policy)  # 1
     reservations = Reservations(workspace, policy)
     first = Decisions()
     decided = honour_nominations(  # 2
@@ -136,9 +137,12 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def build_workspace(snapshot: Snapshot) -> Workspace:
-    """Step 1: the mutable copy that admissions of this cycle are applied to."""
-    return Workspace(snapshot)
+def build_workspace(snapshot: Snapshot, policy: Policy | None = None) -> Workspace:
+    """Step 1: the mutable copy that admissions of this cycle are applied to (no-borrow
+    budgets already applied to its quotas: :mod:`gpupool.scheduler.budgets`; gpu types weighed
+    in the fair share by ``policy.gpu_type_weights``)."""
+    weights = None if policy is None else policy.gpu_type_weights
+    return Workspace(without_borrowing(snapshot), weights)
 
 
 class _Cycle:
@@ -153,6 +157,7 @@ class _Cycle:
         self.decisions = Decisions()
         self.assigner = AssignMemo(ws)
         self.fallbacks = FallbackMemo(ws)
+        self.budgets = BudgetRules(ws.budgets)
 
     def budget_left(self) -> int | None:
         budget = self.policy.preemption_budget
@@ -209,7 +214,10 @@ def admit_heads(
 def decide(job: PendingJob, cycle: _Cycle) -> bool:
     """Decide one head; True when the decision changed other teams' usage (a claim)."""
     ws, decisions, reservations = cycle.ws, cycle.decisions, cycle.reservations
-    types = cycle.types_of(job)
+    types, on_hold = cycle.budgets.held(job, cycle.types_of(job))
+    if on_hold and not types:
+        decisions.pending[job.id] = on_hold
+        return False
     key = job_key(job, types)
     runtime = job.max_runtime_s if reservations.items else None
     fallback_key = (key, job.priority, cycle.budget_left(), runtime)
@@ -220,7 +228,7 @@ def decide(job: PendingJob, cycle: _Cycle) -> bool:
     if not starving or not reservations.may_reserve(job, types):
         known = cycle.fallbacks.current(fallback_key)
         if known is not None:
-            decisions.pending[job.id] = known.reasons
+            decisions.pending[job.id] = cycle.budgets.explain(job, known.reasons, on_hold)
             return False
     outcome = cycle.assigner.assign(job, types, key)
     if outcome.mode is FitMode.FIT:
@@ -248,7 +256,7 @@ def decide(job: PendingJob, cycle: _Cycle) -> bool:
                 *found,
                 reasons.holding(held.gpu_type, held.node_names(), job.submitted_at, held.due),
             )
-    decisions.pending[job.id] = found
+    decisions.pending[job.id] = cycle.budgets.explain(job, found, on_hold)
     return False
 
 

@@ -30,12 +30,13 @@ from gpupool.scheduler.assignment import Assignment, FitMode, assign_type, job_s
 from gpupool.scheduler.snapshot import PendingJob, PendingReason, ReasonCode
 from gpupool.scheduler.workspace import Workspace
 
-# team, gpus per node, nodes, cpus, memory, gpu types: everything assignment reads of a job.
-JobKey = tuple[str, int, int, float, float, tuple[str, ...]]
+# team, gpus per node, nodes, cpus, memory, gpu types, backend: everything assignment reads of
+# a job.
+JobKey = tuple[str, int, int, float, float, tuple[str, ...], str | None]
 # The fallback also depends on priority (who may be preempted), the budget left and, while
 # reservations exist, the runtime (which held room it may backfill).
 FallbackKey = tuple[JobKey, int, int | None, float | None]
-_TypeKey = tuple[str, int, int, float, float, str]
+_TypeKey = tuple[str, int, int, float, float, str, str | None]
 _Stamp = tuple[int, int, int]
 
 _STATIC = frozenset({ReasonCode.NO_POOL, ReasonCode.TOO_LARGE})
@@ -43,7 +44,7 @@ _QUOTA = frozenset({ReasonCode.QUOTA, ReasonCode.COHORT})
 
 
 def job_key(job: PendingJob, types: tuple[str, ...]) -> JobKey:
-    return (job.team, job.gpus, job.nodes, job.cpus, job.memory_gb, types)
+    return (job.team, job.gpus, job.nodes, job.cpus, job.memory_gb, types, job.backend)
 
 
 class AssignMemo:
@@ -79,7 +80,7 @@ class AssignMemo:
 
     def _assign_type(self, job: PendingJob, gpu_type: str) -> Assignment:
         ws = self._ws
-        key = (job.team, job.gpus, job.nodes, job.cpus, job.memory_gb, gpu_type)
+        key = (job.team, job.gpus, job.nodes, job.cpus, job.memory_gb, gpu_type, job.backend)
         known = self._types.get(key)
         if known is not None:
             epoch, stamp, outcome = known

@@ -1,4 +1,5 @@
-"""Nominated preemptors: the room a preemption frees goes to its preemptor (DESIGN §5.6).
+"""Nominated preemptors: the room a preemption frees goes to its preemptor (docs/architecture.md
+§5.6).
 
 A preemption takes effect cycles after it is decided: the victims are signalled, end within
 their grace period, and only then is their room free. A cycle remembers nothing of earlier ones,
@@ -196,7 +197,7 @@ def _as_planned(
     with Simulation(ws) as sim:
         for victim in ending:
             sim.remove(victim)
-        if not any(pool.pick(shape) for pool in usable_pools(job.team, shape, gpu_type, ws)):
+        if not any(pool.pick(shape) for pool in usable_pools(job, shape, gpu_type, ws)):
             return None
         quota, used = ws.quota(job.team, gpu_type), ws.used(job.team, gpu_type)
         check = check_quota(quota, used, job.total_gpus, ws.cohort_balance(job.team, gpu_type))
@@ -204,7 +205,7 @@ def _as_planned(
             return None
     if ending:
         return Assignment(FitMode.PREEMPT, gpu_type=gpu_type, ending=tuple(ending))
-    picks = [p for room in usable_pools(job.team, shape, gpu_type, ws) if (p := room.pick(shape))]
+    picks = [p for room in usable_pools(job, shape, gpu_type, ws) if (p := room.pick(shape))]
     return Assignment(
         FitMode.FIT, gpu_type=gpu_type, pick=best_pick(job.id, picks), borrowed=check.borrowed
     )

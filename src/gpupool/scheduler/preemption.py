@@ -1,4 +1,5 @@
-"""Preemption: which running jobs a pending job may stop so that it fits (DESIGN §5.5-5.6, Q3).
+"""Preemption: which running jobs a pending job may stop so that it fits (docs/architecture.md
+§5.5-5.6, Q3).
 
 :meth:`Preemptor.resolve` runs only for a job that fits outright on none of its gpu types, and
 tries, first success wins:
@@ -18,17 +19,39 @@ tries, first success wins:
       above their nominal.
 
    Unclaimed terminating jobs of the type are counted first in both (they cost nothing). A set
-   with more new victims than the cycle's budget has left is not taken.
+   with more new victims than the cycle's budget has left is not taken, except a reclaim
+   within nominal (every victim of another team) that is the cycle's first preemption: a job
+   whose guarantee needs more victims than the whole budget (a gang of whole nodes, say) would
+   otherwise never get it.
+
+   *Protected* jobs are no candidates (no thrashing, Q10): a job that has run less than its
+   priority's ``Policy.min_runtime_s``, or that was preempted ``max_preemptions_per_job``
+   times already. A reclaim of a guarantee (attempt a's jobs of other teams above their
+   nominal) overrides both: the guarantee is kept within a grace period.
 3. **Explain.** Otherwise each gpu type where every policy rule allowed would make it fit gets a
    PREEMPTION reason naming the jobs and the rule (or the budget) that stops it.
 
 Victim choice (one comparator, as Kueue's ``preemption/common/ordering.go``): terminating jobs
-first, then jobs of teams above their nominal of the type ("borrowed"), then lowest priority, most
-recently started, id. Greedy: remove candidates in that order until the job fits (quota, and
-``nodes`` nodes of one usable pool with room), skipping a job of another team once that team is
-no longer above nominal; if all are removed and it still does not fit, nothing is preempted.
-Minimality: in reverse order, all but the last are put back one at a time and stay back when the
-job still fits without them.
+first, then jobs of teams above their nominal of the type ("borrowed"), then lowest priority,
+least run time (most recently started: the least work lost), id (:func:`victim_order`).
+
+Node targeting: a job of more than one GPU per node, or of several nodes, needs room on
+particular nodes, and candidates taken in that order alone are spread over the whole pool. So
+the candidates on the nodes that are cheapest to free go first (:func:`target_nodes`): per node,
+the first candidate there that frees enough alone, else the candidates in victim order until the
+node has room for one member of the job, each counted only while its team's borrowed capacity
+lasts; a node costs (own team's jobs among them?, their highest priority, how many, the
+GPU-seconds they have run), least first, so a node freed by one whole-node job beats one freed
+by eight small ones;
+the ``nodes`` cheapest nodes of the cheapest pool are the target (among the nodes of the first
+``_TARGET_SCAN`` candidates, which bounds the search on a large cluster). A victim spanning
+several nodes (a gang) is always preempted whole.
+
+Greedy: remove candidates in that order until the job fits (quota, and ``nodes`` nodes of one
+usable pool with room), skipping a job of another team once that team is no longer above
+nominal (so a team loses at most what it borrows, and its last victim); if all are removed and
+it still does not fit, nothing is preempted. Minimality: in reverse order, all but the last are
+put back one at a time and stay back when the job still fits without them.
 
 Invariants: every fit is checked on the workspace in a :class:`Simulation` that is undone before
 returning; victims are running on the gpu type tried, never terminating, never claimed by another
@@ -39,7 +62,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain, takewhile
+from itertools import chain, islice, takewhile
 from operator import itemgetter
 
 from gpupool.core.quota import check_quota
@@ -58,7 +81,7 @@ from gpupool.scheduler.snapshot import (
     RunningJob,
     WithinTeam,
 )
-from gpupool.scheduler.victims import VictimIndex, victim_order
+from gpupool.scheduler.victims import VictimIndex, target_nodes, victim_order
 from gpupool.scheduler.workspace import Simulation, Workspace
 
 # Every rule allowed: what the explanation (pass 3) searches with. Lower priority within the team
@@ -67,10 +90,13 @@ _PERMISSIVE = PreemptionPolicy(
     WithinTeam.LOWER_PRIORITY, Reclaim.ANY, BorrowWithinCohort.LOWER_PRIORITY, None
 )
 
-# (team, victims' priority must be below, and at most) -- None means no bound.
-_Rule = tuple[str, int | None, int | None]
+# (team, victims' priority must be below, and at most -- None means no bound, reclaim of a
+# guarantee: protected jobs are candidates too).
+_Rule = tuple[str, int | None, int | None, bool]
 # A greedy that took this many victims without a fit checks whether any set could make it fit.
 _BOUND_AFTER = 32
+# Node targeting looks for the cheapest nodes among this many first candidates.
+_TARGET_SCAN = 1024
 _Key = tuple[int, int, float, str]
 
 
@@ -88,6 +114,7 @@ class Preemptor:
         self._policy = policy
         self._index = VictimIndex(ws)
         self._borrowing: dict[tuple[str, str], tuple[tuple[int, int], list[str]]] = {}
+        self._skipped = False  # a search of this cycle left out a protected job
 
     def resolve(
         self, job: PendingJob, types: tuple[str, ...], no_fit: Assignment, budget_left: int | None
@@ -102,7 +129,7 @@ class Preemptor:
             return Assignment(FitMode.NO_FIT, (*no_fit.reasons, reasons.budget_used_up(budget)))
         for f in types:  # 1: wait for what is already ending
             if self._index.ending(f):
-                usable = usable_pools(job.team, shape, f, ws)
+                usable = usable_pools(job, shape, f, ws)
                 chosen = self._search(job, shape, f, usable, [], within_nominal=False)
                 if chosen:
                     return Assignment(FitMode.PREEMPT, gpu_type=f, ending=tuple(chosen))
@@ -111,7 +138,7 @@ class Preemptor:
         if budget_left == 0:
             budget = self._policy.preemption_budget or 0
             return Assignment(FitMode.NO_FIT, (*no_fit.reasons, reasons.budget_used_up(budget)))
-        pools = {f: usable_pools(job.team, shape, f, ws) for f in types}
+        pools = {f: usable_pools(job, shape, f, ws) for f in types}
         strict = policy_for(self._policy, ws.team(job.team).cohort)
         over_budget: dict[str, int] = {}
         for f in types:  # 2: preempt
@@ -120,7 +147,15 @@ class Preemptor:
                 if chosen is None:
                     continue
                 victims = tuple(c for c in chosen if not c.terminating)
-                if budget_left is None or len(victims) <= budget_left:
+                if (
+                    budget_left is None
+                    or len(victims) <= budget_left
+                    or (
+                        within
+                        and budget_left == self._policy.preemption_budget
+                        and all(v.team != job.team for v in victims)
+                    )
+                ):
                     ending = tuple(c for c in chosen if c.terminating)
                     notes = tuple(self._note(job, f, v, within) for v in victims)
                     return Assignment(
@@ -144,9 +179,7 @@ class Preemptor:
         with Simulation(ws) as sim:
             for victim in claimed:
                 sim.remove(victim)
-            picks = [
-                pick for pool in usable_pools(job.team, shape, f, ws) if (pick := pool.pick(shape))
-            ]
+            picks = [pick for pool in usable_pools(job, shape, f, ws) if (pick := pool.pick(shape))]
             assert picks  # the search saw it fit in exactly this state
             pick = best_pick(job.id, picks)
             wanted = [
@@ -178,21 +211,21 @@ class Preemptor:
         ws = self._ws
         same: list[_Rule] = []
         if policy.within_team is WithinTeam.LOWER_PRIORITY:
-            same.append((job.team, job.priority, None))
+            same.append((job.team, job.priority, None, False))
         cohort = ws.team(job.team).cohort
         others = [] if cohort is None else self._borrowers(cohort, f, job.team)
         attempts: list[tuple[bool, list[_Rule]]] = []
         if self._may_fit_within(job, f, policy):
             reclaim: list[_Rule] = []
             if policy.reclaim is Reclaim.ANY:
-                reclaim = [(t, None, None) for t in others]
+                reclaim = [(t, None, None, True) for t in others]
             elif policy.reclaim is Reclaim.LOWER_PRIORITY:
-                reclaim = [(t, job.priority, None) for t in others]
+                reclaim = [(t, job.priority, None, True) for t in others]
             attempts.append((True, same + reclaim))
         borrow: list[_Rule] = []
         if policy.borrow_within_cohort is BorrowWithinCohort.LOWER_PRIORITY:
             cap = policy.borrow_max_priority_threshold
-            borrow = [(t, job.priority, cap) for t in others]
+            borrow = [(t, job.priority, cap, False) for t in others]
         attempts.append((False, same + borrow))
         viable = [(within, kept) for within, rules in attempts if (kept := self._viable(f, rules))]
         return viable
@@ -203,7 +236,7 @@ class Preemptor:
         preempt anything (all priorities equal, say) would search and explain every cycle."""
         kept = []
         for rule in rules:
-            team, below, cap = rule
+            team, below, cap, _ = rule
             first = next(iter(self._index.team_jobs(f, team)), None)
             if first is None:
                 continue
@@ -241,19 +274,31 @@ class Preemptor:
             freeable += sum(j.gpus for j in takewhile(lambda j: j.priority < below, own))
         return used - freeable + need <= nominal
 
-    def _candidates(self, f: str, rules: list[_Rule]) -> Iterator[RunningJob]:
-        """Unclaimed terminating jobs, then the rules' jobs merged in the documented order."""
+    def _candidates(self, f: str, rules: list[_Rule], protect: bool = True) -> Iterator[RunningJob]:
+        """Unclaimed terminating jobs, then the rules' jobs merged in the documented order;
+        ``protect``: leave out protected jobs (:meth:`protected`) where the rule says so."""
         claimed = self._ws.claimed
         yield from (j for j in self._index.ending(f) if j.id not in claimed)
         streams = [
-            self._stream(self._index.team_jobs(f, team), self._ws.borrowing(team, f), below, cap)
-            for team, below, cap in rules
+            self._stream(
+                self._index.team_jobs(f, team),
+                self._ws.borrowing(team, f),
+                below,
+                cap,
+                protect and not reclaim,
+            )
+            for team, below, cap, reclaim in rules
         ]
         for _, job in heapq.merge(*streams, key=itemgetter(0)):
             yield job
 
     def _stream(
-        self, jobs: Iterable[RunningJob], borrowed: bool, below: int | None, cap: int | None
+        self,
+        jobs: Iterable[RunningJob],
+        borrowed: bool,
+        below: int | None,
+        cap: int | None,
+        protect: bool,
     ) -> Iterator[tuple[_Key, RunningJob]]:
         # Each team's list is sorted by priority, so the allowed jobs are a prefix of it.
         def allowed(job: RunningJob) -> bool:
@@ -261,8 +306,24 @@ class Preemptor:
 
         flag, claimed = (0 if borrowed else 1), self._ws.claimed
         for job in takewhile(allowed, jobs):
-            if job.id not in claimed:
-                yield (flag, *victim_order(job)), job
+            if job.id in claimed:
+                continue
+            if protect and self.protected(job):
+                self._skipped = True  # the explanation looks for what protection stopped
+                continue
+            yield (flag, *victim_order(job)), job
+
+    def protected(self, job: RunningJob) -> str | None:
+        """Why ``job`` may be preempted only by a reclaim of a guarantee, or None: it has run
+        less than its priority's minimum run time, or was preempted the most times allowed."""
+        policy = self._policy
+        cap = policy.max_preemptions_per_job
+        if cap is not None and job.preemptions >= cap:
+            return reasons.PREEMPTION_CAP
+        least = policy.min_runtime_s.get(job.priority, 0.0) if policy.min_runtime_s else 0.0
+        if least > 0 and self._ws.now < job.started_at + least:
+            return reasons.MIN_RUNTIME
+        return None
 
     def _search(
         self,
@@ -272,11 +333,24 @@ class Preemptor:
         pools: Sequence[PoolRoom],
         rules: list[_Rule],
         within_nominal: bool,
+        protect: bool = True,
     ) -> list[RunningJob] | None:
         """The greedy-then-minimal victim set of the module docstring, or None."""
         if not pools:
             return None
-        candidates = self._candidates(f, rules)
+        candidates = self._candidates(f, rules, protect)
+        if shape.gpus > 1 or shape.nodes > 1:
+            ws = self._ws
+            headroom = {
+                team: ws.used(team, f) - ws.quota(team, f).nominal
+                for team, *_ in rules
+                if team != job.team
+            }
+            # Targeting reads the first candidates only, so a search on a large cluster stays
+            # bounded; the rest follow in victim order.
+            head = list(islice(candidates, _TARGET_SCAN))
+            ordered = target_nodes(head, shape, pools, job.team, headroom, ws.now)
+            candidates = chain(ordered, candidates)
         first = next(candidates, None)
         if first is None:
             return None  # nothing to remove: the loop below would end without a fit
@@ -356,7 +430,7 @@ class Preemptor:
         """The candidates of :meth:`_candidates`, in no particular order (for bounds only)."""
         claimed, ws = self._ws.claimed, self._ws
         yield from (j for j in ws.ending_of(f) if j.id not in claimed)
-        for team, below, cap in rules:
+        for team, below, cap, _ in rules:
             for job in ws.jobs_of(f).get(team, []):
                 if (
                     (below is None or job.priority < below)
@@ -366,6 +440,30 @@ class Preemptor:
                     yield job
 
     # --- explanations -------------------------------------------------------------------------
+
+    def _shielded(
+        self,
+        job: PendingJob,
+        f: str,
+        pools: Sequence[PoolRoom],
+        tried: list[tuple[bool, list[_Rule]]],
+    ) -> PendingReason | None:
+        """PREEMPTION naming the protected jobs when the policy's own attempts would have made
+        the job fit but for protection (only looked for when a search left one out)."""
+        if not self._skipped:
+            return None
+        shape = job_shape(job)
+        for within, rules in tried:
+            chosen = self._search(job, shape, f, pools, rules, within, protect=False)
+            if not chosen:
+                continue
+            victims = [c for c in chosen if not c.terminating]
+            why = [
+                "" if within and v.team != job.team else (self.protected(v) or "") for v in victims
+            ]
+            if any(why):
+                return _protected_reason(f, victims, why, self._policy, self._ws.now)
+        return None
 
     def _note(self, job: PendingJob, f: str, victim: RunningJob, within: bool) -> str:
         team, cohort = job.team, self._ws.team(job.team).cohort
@@ -398,9 +496,13 @@ class Preemptor:
                 budget = self._policy.preemption_budget or 0
                 found[f] = reasons.over_budget(f, over_budget[f], budget, budget_left)
                 continue
+            tried = self._attempts(job, f, strict)  # these searches failed already
+            shielded = self._shielded(job, f, pools[f], tried)
+            if shielded is not None:
+                found[f] = shielded
+                continue
             if strict == _PERMISSIVE:
                 continue
-            tried = self._attempts(job, f, strict)  # these searches failed already
             for within, rules in self._attempts(job, f, _PERMISSIVE):
                 if (within, rules) in tried:
                     continue
@@ -411,6 +513,20 @@ class Preemptor:
                     found[f] = reasons.not_allowed(f, job.team, victims, why)
                     break
         return tuple(found.get(r.gpu_type, r) for r in no_fit.reasons)
+
+
+def _protected_reason(
+    f: str, victims: Sequence[RunningJob], why: Sequence[str], policy: Policy, now: float
+) -> PendingReason:
+    """PREEMPTION: the job would fit by preempting ``victims``, but those that are protected
+    (``why`` says how, per victim) may not be preempted yet."""
+    held = [(v, w) for v, w in zip(victims, why, strict=True) if w]
+    runtime = [v for v, w in held if w == reasons.MIN_RUNTIME]
+    capped = [v for v, w in held if w == reasons.PREEMPTION_CAP]
+    until = min(
+        (v.started_at + policy.min_runtime_s.get(v.priority, 0.0) for v in runtime), default=now
+    )
+    return reasons.protected(f, runtime, until, capped, policy.max_preemptions_per_job)
 
 
 def _forbidding_rule(

@@ -1,4 +1,4 @@
-"""Team queues and the two orderings of the cycle (DESIGN §5.1-5.2).
+"""Team queues and the two orderings of the cycle (docs/architecture.md §5.1-5.2).
 
 Job order within a team (:func:`job_order`): starving jobs first (Q8, see
 :mod:`gpupool.scheduler.reservations`), oldest first among them; then priority high first,
@@ -26,8 +26,8 @@ from typing import TypeVar
 from gpupool.scheduler.snapshot import PendingJob
 
 JobKey = tuple[int, float, float, str]
-# team, gpus, nodes, priority, gpu types, cpus, memory_gb, max_runtime_s
-Request = tuple[str, int, int, int, tuple[str, ...], float, float, float | None]
+# team, gpus, nodes, priority, gpu types, cpus, memory_gb, max_runtime_s, backend
+Request = tuple[str, int, int, int, tuple[str, ...], float, float, float | None, str | None]
 T = TypeVar("T")
 _MISSING = object()
 HeadKey = tuple[int, int, float, float, float, int, float, str]
@@ -65,7 +65,7 @@ def head_order(
     starving: bool = False,
     history: float = 0.0,
 ) -> HeadKey:
-    """The cross-team comparator (DESIGN §5.2, Q4, Q8), smallest first:
+    """The cross-team comparator (docs/architecture.md §5.2, Q4, Q8), smallest first:
 
     1. teams owed their guarantee: the head, or any job of the team's queue, fits within the
        team's nominal quota on an acceptable gpu type. Guarantees come first, even before
@@ -100,7 +100,15 @@ _BY_TYPES = attrgetter("gpu_types")
 _BY_GPUS = attrgetter("gpus")
 _BY_NODES = attrgetter("nodes")
 _REQUEST = attrgetter(
-    "team", "gpus", "nodes", "priority", "gpu_types", "cpus", "memory_gb", "max_runtime_s"
+    "team",
+    "gpus",
+    "nodes",
+    "priority",
+    "gpu_types",
+    "cpus",
+    "memory_gb",
+    "max_runtime_s",
+    "backend",
 )
 
 

@@ -1,4 +1,4 @@
-"""Pending reasons as human sentences with the numbers behind them (DESIGN §5.8).
+"""Pending reasons as human sentences with the numbers behind them (docs/architecture.md §5.8).
 
 Each function builds the :class:`PendingReason` for one gpu type and one way of not fitting.
 Messages are read by people in ``gpupool why``: they name the team, the gpu type and the numbers
@@ -11,7 +11,14 @@ from collections.abc import Sequence
 
 from gpupool.core.quota import MIN_CPUS_CHARGED, GpulessCheck, QuotaCheck, QuotaVerdict
 from gpupool.scheduler.capacity import Shape
-from gpupool.scheduler.snapshot import PendingJob, PendingReason, ReasonCode, RunningJob
+from gpupool.scheduler.snapshot import (
+    BudgetAction,
+    BudgetBlock,
+    PendingJob,
+    PendingReason,
+    ReasonCode,
+    RunningJob,
+)
 
 
 def _plural(count: int, word: str) -> str:
@@ -33,6 +40,22 @@ def no_pool(gpu_type: str, team: str, exists: bool) -> PendingReason:
     else:
         message = f"no {gpu_type} pool exists"
     return PendingReason(gpu_type, ReasonCode.NO_POOL, message)
+
+
+def no_pool_of_backend(gpu_type: str, backend: str) -> PendingReason:
+    message = f"the job is pinned to backend {backend}, and no {gpu_type} pool runs on it"
+    return PendingReason(gpu_type, ReasonCode.NO_POOL, message)
+
+
+def no_gang(gpu_type: str, shape: Shape, backends: Sequence[str]) -> PendingReason:
+    """TOO_LARGE for a multi-node job where only pools of backends that run no gangs would hold
+    it."""
+    message = (
+        f"no {gpu_type} pool whose backend runs multi-node jobs has "
+        f"{_plural(shape.nodes, 'node')} with {_per_node(shape)} each (pools on "
+        f"{', '.join(backends)} run single-node jobs only)"
+    )
+    return PendingReason(gpu_type, ReasonCode.TOO_LARGE, message)
 
 
 def too_large(gpu_type: str, shape: Shape) -> PendingReason:
@@ -142,6 +165,39 @@ def not_allowed(gpu_type: str, team: str, victims: Sequence[RunningJob], why: st
     return PendingReason(gpu_type, ReasonCode.PREEMPTION, message)
 
 
+# Why a running job is protected from preemption other than a reclaim of a guarantee (Q10).
+MIN_RUNTIME = "min_runtime"
+PREEMPTION_CAP = "preemption_cap"
+
+
+def protected(
+    gpu_type: str,
+    young: Sequence[RunningJob],
+    until: float,
+    capped: Sequence[RunningJob],
+    cap: int | None,
+) -> PendingReason:
+    """PREEMPTION: it would fit by preempting jobs that are protected: ``young`` have not run
+    their priority's minimum run time yet (the first is done at ``until``), ``capped`` were
+    preempted ``cap`` times already."""
+    parts = []
+    if young:
+        parts.append(
+            f"{_jobs_of_teams(young)} have not run their minimum run time yet "
+            f"(the first may be preempted from {until:g})"
+        )
+    if capped:
+        parts.append(
+            f"{_jobs_of_teams(capped)} were preempted {cap} times already "
+            "(scheduler.max_preemptions_per_job)"
+        )
+    message = (
+        f"{gpu_type}: would fit by preempting {_jobs_of_teams([*young, *capped])}, but "
+        f"{'; and '.join(parts)}; only a reclaim of a team's nominal quota may preempt them"
+    )
+    return PendingReason(gpu_type, ReasonCode.PREEMPTION, message)
+
+
 def over_budget(gpu_type: str, victims: int, budget: int, left: int) -> PendingReason:
     message = (
         f"{gpu_type}: would fit by preempting {_plural(victims, 'job')}, but only {left} of "
@@ -178,3 +234,24 @@ def behind_head(head: PendingJob) -> PendingReason:
     """Strict FIFO: the team's head waits, so nothing behind it starts."""
     message = f"waits behind {head.id}, the first job of team {head.team} (strict FIFO queueing)"
     return PendingReason("*", ReasonCode.BLOCKED, message)
+
+
+def budget(block: BudgetBlock, gpu_type: str | None = None) -> PendingReason:
+    """BUDGET: the team's budget is used up. ``gpu_type``: the type a no-borrow budget keeps
+    the team within its nominal quota of (hold: the budget's own type, or every type)."""
+    of = f" {block.gpu_type}" if block.gpu_type else ""
+    used = f"budget {block.budget}: {block.team} used {block.used} of {block.limit}"
+    if block.gpu_type:
+        used += f" of {block.gpu_type}"
+    used += f" in {block.period}"
+    after = f"until {block.until} or until an admin raises the budget"
+    if block.action is BudgetAction.HOLD:
+        message = f"{used}; its new{of} jobs wait {after}"
+        return PendingReason(block.gpu_type or "*", ReasonCode.BUDGET, message)
+    shown = gpu_type or block.gpu_type or "*"
+    message = (
+        f"{used}; it runs only within its nominal {shown} quota (no borrowing) {after}"
+        if shown != "*"
+        else f"{used}; it runs only within its nominal quota (no borrowing) {after}"
+    )
+    return PendingReason(shown, ReasonCode.BUDGET, message)

@@ -16,8 +16,11 @@ submit time, and so its place, but its wait starts again). Starving jobs go firs
   and free cpus and memory up to its needs are *held*: taken out of the workspace, so no ordinary
   decision of the cycle uses them. Room, not quota, is held.
 * **Backfill.** A job with ``max_runtime_s`` may use the held room of reservations due no earlier
-  than ``now + max_runtime_s``: it ends before the starving job could start. Other jobs that would
-  fit only in held room wait with a RESERVED reason naming the node, the job and the due time.
+  than ``now + max_runtime_s``: it ends before the starving job could start. A job that fits
+  within its team's nominal quota of a type may use the room held there for a starving job that
+  borrows (``Reservation.guaranteed`` false): a reservation never blocks a team's guarantee.
+  Other jobs that would fit only in held room wait with a RESERVED reason naming the node, the
+  job and the due time.
 * **Bounds.** At most one reservation per team per cycle (its first starving job, in queue order,
   that needs one). Nothing is kept between cycles: reservations are recomputed from each
   snapshot, so one lasts exactly as long as the job starves and does not fit.
@@ -44,6 +47,8 @@ _EPSILON = 1e-9
 _SLACK = 1e-6  # wider than any rounding of summed holds: an upper bound stays an upper bound
 # (ends_by or None, gpus, cpus, memory_gb) of one job on one node.
 _End = tuple[float | None, int, float, float]
+# Which reservations a job may use: (due no earlier than, types held for borrowers), or None: all.
+_Which = tuple[float | None, tuple[str, ...]] | None
 
 
 @dataclass(slots=True)
@@ -54,6 +59,9 @@ class Reservation:
     nodes: tuple[int, ...]
     due: float
     holds: list[Held] = field(default_factory=list)
+    # The job fits within its team's nominal quota of the type: only then is the held room
+    # kept from other teams' guaranteed work too.
+    guaranteed: bool = True
 
     def node_names(self) -> list[str]:
         return [self.pool.nodes[i].view.name for i in self.nodes]
@@ -73,14 +81,14 @@ class Reservations:
         self._admitted_seen = 0
         # Per (pool, node): how many ends it had when sorted, and those ends by time.
         self._by_end: dict[tuple[str, str], tuple[int, list[_End]]] = {}
-        # Answers of :func:`_releasing_could_help` per (due bound, shape), valid while neither
-        # the workspace's epoch nor the holds (``_holds_version``) move.
+        # Answers of :func:`_releasing_could_help` per (which reservations, shape), valid while
+        # neither the workspace's epoch nor the holds (``_holds_version``) move.
         self._holds_version = 0
-        self._could_help: dict[tuple[float | None, Shape], bool] = {}
+        self._could_help: dict[tuple[_Which, Shape], bool] = {}
         self._could_help_at: tuple[int, int] = (-1, -1)
         # (team, shape, gpu types) whose :meth:`reserve` found no pool, and at which
         # (epoch, holds version): an identical job then finds none either.
-        self._futile: dict[tuple[str, Shape, tuple[str, ...]], tuple[int, int]] = {}
+        self._futile: dict[tuple[str, Shape, tuple[str, ...], str | None], tuple[int, int]] = {}
 
     @property
     def starving_before(self) -> float | None:
@@ -97,7 +105,7 @@ class Reservations:
         (everything :meth:`reserve` reads moves the workspace's epoch or the holds version)."""
         if job.team in self._teams:
             return False
-        at = self._futile.get((job.team, job_shape(job), types))
+        at = self._futile.get((job.team, job_shape(job), types, job.backend))
         return at != (self._ws.epoch, self._holds_version)
 
     def reserve(self, job: PendingJob, types: tuple[str, ...]) -> Reservation | None:
@@ -113,7 +121,7 @@ class Reservations:
                 continue  # held room would not help: the team's own quota stops it
             if not gpuless_fits(job, f, ws):
                 continue  # nor for a GPU-less job its team's cap stops
-            for pool in usable_pools(job.team, shape, f, ws):
+            for pool in usable_pools(job, shape, f, ws):
                 times = self._earliest_nodes(pool, shape, ends)
                 if len(times) < shape.nodes or times[-1][0] == math.inf:
                     continue
@@ -121,10 +129,11 @@ class Reservations:
                 if best is None or key < best[:3]:
                     best = (*key, pool, tuple(sorted(i for _, i in times)))
         if best is None:
-            self._futile[(job.team, shape, types)] = (ws.epoch, self._holds_version)
+            self._futile[(job.team, shape, types, job.backend)] = (ws.epoch, self._holds_version)
             return None
         due, rank, _, pool, nodes = best
-        reservation = Reservation(job, types[rank], pool, nodes, due)
+        owed = ws.within_nominal(job.team, types[rank], job.total_gpus)
+        reservation = Reservation(job, types[rank], pool, nodes, due, guaranteed=owed)
         for index in nodes:
             node = pool.nodes[index]
             devices = tuple(node.free_devices[: shape.gpus])
@@ -136,18 +145,28 @@ class Reservations:
         return reservation
 
     def backfill(self, job: PendingJob, types: tuple[str, ...]) -> Admission | None:
-        """Admit ``job`` into held room it ends before, when it fits nowhere else.
+        """Admit ``job`` into held room it ends before, or that is held for a borrower on a
+        type where the job fits within its team's nominal, when it fits nowhere else.
 
         Only for a job that fits nowhere now (the cycle asks after a NO_FIT).
         """
-        if job.max_runtime_s is None:
-            return None
-        ends_by = self._ws.now + job.max_runtime_s
-        eligible = [r for r in self.items if r.due >= ends_by]
+        ws = self._ws
+        ends_by = None if job.max_runtime_s is None else ws.now + job.max_runtime_s
+        owed = tuple(
+            f
+            for f in sorted({r.gpu_type for r in self.items if not r.guaranteed})
+            if f in types and ws.within_nominal(job.team, f, job.total_gpus)
+        )
+        eligible = [
+            r
+            for r in self.items
+            if (ends_by is not None and r.due >= ends_by)
+            or (not r.guaranteed and r.gpu_type in owed)
+        ]
         if not eligible:
             return None
-        ws, shape = self._ws, job_shape(job)
-        if not self._releasing_could_help(eligible, ends_by, shape):
+        shape = job_shape(job)
+        if not self._releasing_could_help(eligible, (ends_by, owed), shape):
             return None  # no node gains room for the job: it still fits nowhere
         with Simulation(ws) as sim:
             for reservation in eligible:
@@ -201,17 +220,16 @@ class Reservations:
         )
         return tuple(why if r.gpu_type == outcome.gpu_type else r for r in found)
 
-    def _releasing_could_help(
-        self, items: list[Reservation], due_from: float | None, shape: Shape
-    ) -> bool:
-        """:func:`_releasing_could_help` for ``items`` (the reservations due no earlier than
-        ``due_from``, or all when it is ``None``), remembered while nothing it reads changes:
-        node room moves only with the workspace's epoch, holds only with ``_holds_version``."""
+    def _releasing_could_help(self, items: list[Reservation], which: _Which, shape: Shape) -> bool:
+        """:func:`_releasing_could_help` for ``items`` (the reservations ``which`` names: those
+        due no earlier than a time or held for borrowers on some types; ``None``: all),
+        remembered while nothing it reads changes: node room moves only with the workspace's
+        epoch, holds only with ``_holds_version``."""
         at = (self._ws.epoch, self._holds_version)
         if at != self._could_help_at:
             self._could_help.clear()
             self._could_help_at = at
-        key = (due_from, shape)
+        key = (which, shape)
         known = self._could_help.get(key)
         if known is None:
             known = self._could_help[key] = _releasing_could_help(items, shape)

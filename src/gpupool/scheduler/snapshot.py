@@ -34,11 +34,15 @@ class NodeView:
 
 @dataclass(frozen=True, slots=True)
 class PoolView:
+    """One pool. ``gang``: its backend runs jobs of more than one node (it declares the GANG
+    capability); a pool without it is never given a multi-node job, which it could not run."""
+
     name: str
     gpu_type: str
     backend: str
     nodes: tuple[NodeView, ...]
     dedicated_to: str | None = None
+    gang: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,8 @@ class RunningJob:
     terminating: bool = False
     # When it will have ended at the latest (started + max_runtime_s); None = unknown.
     ends_by: float | None = None
+    # How often the job was preempted before this attempt (Policy.max_preemptions_per_job).
+    preemptions: int = 0
     # Derived: the devices of all placements. Stored once at construction because every cycle
     # reads it for each running job (usage, what-ifs); never passed in.
     gpus: int = field(init=False, repr=False, compare=False)
@@ -119,6 +125,9 @@ class PendingJob:
     # Starvation counts from here: a victim requeued with its old submit time has not waited,
     # and must not jump ahead of the job that reclaimed its GPUs.
     queued_at: float | None = None
+    # The backend it was pinned to at submit (``None``: any, ``backend: auto``): only pools of
+    # that backend are eligible.
+    backend: str | None = None
 
     @property
     def total_gpus(self) -> int:
@@ -142,6 +151,31 @@ class Nomination:
     placements: tuple[Placement, ...] = ()
 
 
+class BudgetAction(StrEnum):
+    """What a used-up budget does to its team's scheduling (C3)."""
+
+    NO_BORROW = "no-borrow"  # the team runs only within its nominal quota
+    HOLD = "hold"  # none of the team's queued jobs is admitted; running ones go on
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetBlock:
+    """A team's used-up budget whose enforcement the cycle applies (see
+    :mod:`gpupool.scheduler.budgets`). ``gpu_type``: the one type the budget counts (None: every
+    type). The other fields only explain it in ``why``, as the controller wrote them: ``used``
+    and ``limit`` with their unit ("1,012", "1,000 GPU-h"), the ``period`` ("June 2027") and the
+    day enforcement ends by itself (``until``, "July 1")."""
+
+    team: str
+    budget: str
+    action: BudgetAction
+    gpu_type: str | None = None
+    used: str = ""
+    limit: str = ""
+    period: str = ""
+    until: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """What one cycle decides on.
@@ -150,7 +184,8 @@ class Snapshot:
     controller's, with the node room it derives from the same jobs), so the cycle makes no
     pass over every running job of the cluster. ``None``: the cycle sums ``running`` itself.
     ``nominations``: the preemptions still to take effect, as the last cycle's result gave them
-    (``CycleResult.nominations``), at most one per preemptor.
+    (``CycleResult.nominations``), at most one per preemptor. ``budgets``: the used-up budgets
+    the cycle enforces, in the controller's order.
     """
 
     now: float
@@ -160,6 +195,7 @@ class Snapshot:
     pending: tuple[PendingJob, ...] = ()
     usage: Mapping[str, Mapping[str, int]] | None = None
     nominations: tuple[Nomination, ...] = ()
+    budgets: tuple[BudgetBlock, ...] = ()
 
 
 def held_gpus(running: Iterable[RunningJob]) -> dict[str, dict[str, int]]:
@@ -201,7 +237,7 @@ class BorrowWithinCohort(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class PreemptionPolicy:
-    """What a job may preempt to fit (DESIGN §5.6), per cohort.
+    """What a job may preempt to fit (docs/architecture.md §5.6), per cohort.
 
     ``borrow_max_priority_threshold``: with ``borrow_within_cohort=lower_priority``, only
     victims whose priority is at most this value may be preempted (``None`` = no cap).
@@ -228,6 +264,12 @@ class Policy:
     teams' decayed ``usage_history`` per weight decides between them (Q4).
     ``queueing``: with ``STRICT_FIFO`` a team whose head job waits starts nothing else this
     cycle; its later jobs wait with a BLOCKED reason naming the head.
+    ``max_preemptions_per_job``: a job preempted this many times is no longer a victim, except
+    for a reclaim of a guarantee (``None``: no cap).
+    ``min_runtime_s``: per priority value, how long a job must have run (since
+    ``RunningJob.started_at``) before it may be preempted, except for a reclaim of a guarantee.
+    ``gpu_type_weights``: what one GPU of each type counts in the fair share (its price, see
+    :func:`gpupool.core.quota.weighted_share`); a type not listed counts 1.
     """
 
     gpu_type_order: tuple[str, ...] = ()
@@ -238,6 +280,9 @@ class Policy:
     starvation_after_s: float | None = None
     fair_share_tolerance: float = 1e-9
     queueing: Queueing = Queueing.BEST_EFFORT_FIFO
+    max_preemptions_per_job: int | None = 3
+    min_runtime_s: dict[int, float] = field(default_factory=dict)
+    gpu_type_weights: dict[str, float] = field(default_factory=dict)
 
 
 class ReasonCode(StrEnum):
@@ -250,6 +295,7 @@ class ReasonCode(StrEnum):
     PREEMPTION = "preemption"  # it would fit only by preempting jobs it may not preempt
     PREEMPTING = "preempting"  # victims were signalled; waiting for them to end
     RESERVED = "reservation"  # the free GPUs are reserved for a job that waited too long
+    BUDGET = "budget"  # the team's budget for the period is used up (hold or no-borrow)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ Invariants:
   although the preemptor is not admitted. Room is kept in the *present* state: victims still
   hold their devices, and the preemptor holds the free room it will need besides theirs. So no
   decision of the cycle hands out room that is not free now, and none hands out quota a
-  preemptor counts on (DESIGN §5.6).
+  preemptor counts on (docs/architecture.md §5.6).
 * ``claimed`` holds the ids of running jobs some preemptor of this cycle waits for; they are
   never chosen again.
 * ``epoch`` counts every change of room or quota (admissions, claims, reservations). Nothing a
@@ -43,9 +43,10 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import TracebackType
 
-from gpupool.core.quota import CohortBalance, Quota, dominant_share, gpuless_charge
+from gpupool.core.quota import CohortBalance, Quota, gpuless_charge, weighted_share
 from gpupool.scheduler.capacity import Held, PoolRoom, Shape
 from gpupool.scheduler.snapshot import (
     Placement,
@@ -92,10 +93,13 @@ def _charge(
 class Workspace:
     """Everything one cycle reads and changes; see the module invariants."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, type_weights: Mapping[str, float] | None = None) -> None:
         self.now = snapshot.now
+        # What one GPU of each type counts in the fair share (``Policy.gpu_type_weights``).
+        self.type_weights = dict(type_weights or {})
         self.running = snapshot.running
         self.teams = dict(snapshot.teams)
+        self.budgets = snapshot.budgets  # enforced by the cycle (scheduler.budgets)
         self._quotas: dict[tuple[str, str], Quota] = {}
         # Pool views per gpu type in name order; their rooms are built at first use of the type
         # (a cycle that decides one job on one type never copies the other types' nodes).
@@ -112,8 +116,8 @@ class Workspace:
             for gpu_type, views in self._pool_views.items()
         }
         # Which pools a team may use never changes within a cycle: remembered per request.
-        self._team_pools: dict[tuple[str, str], tuple[PoolRoom, ...]] = {}
-        self._usable: dict[tuple[str, Shape, str], tuple[PoolRoom, ...]] = {}
+        self._team_pools: dict[tuple[str, str, str | None], tuple[PoolRoom, ...]] = {}
+        self._usable: dict[tuple[str, Shape, str, str | None], tuple[PoolRoom, ...]] = {}
         if snapshot.usage is None:  # the one pass over every running job a cycle may make
             self.usage = held_gpus(snapshot.running)
         else:
@@ -197,22 +201,33 @@ class Workspace:
     def has_pools(self, gpu_type: str) -> bool:
         return gpu_type in self._pool_views
 
-    def team_pools(self, team: str, gpu_type: str) -> tuple[PoolRoom, ...]:
-        """The pools of ``gpu_type`` the team may use (not dedicated to another team)."""
-        pools = self._team_pools.get((team, gpu_type))
+    def team_pools(
+        self, team: str, gpu_type: str, backend: str | None = None
+    ) -> tuple[PoolRoom, ...]:
+        """The pools of ``gpu_type`` the team may use (not dedicated to another team), of
+        ``backend`` only when a job is pinned to one."""
+        key = (team, gpu_type, backend)
+        pools = self._team_pools.get(key)
         if pools is None:
-            pools = self._team_pools[(team, gpu_type)] = tuple(
-                pool for pool in self.pools_of(gpu_type) if pool.usable_by(team)
+            pools = self._team_pools[key] = tuple(
+                pool
+                for pool in self.pools_of(gpu_type)
+                if pool.usable_by(team) and (backend is None or pool.view.backend == backend)
             )
         return pools
 
-    def usable_pools(self, team: str, shape: Shape, gpu_type: str) -> tuple[PoolRoom, ...]:
-        """The pools of ``gpu_type`` the team may use that, empty, could hold ``shape``."""
-        key = (team, shape, gpu_type)
+    def usable_pools(
+        self, team: str, shape: Shape, gpu_type: str, backend: str | None = None
+    ) -> tuple[PoolRoom, ...]:
+        """The pools of :meth:`team_pools` that, empty, could hold ``shape`` (a multi-node
+        shape only on pools whose backend runs gangs)."""
+        key = (team, shape, gpu_type, backend)
         pools = self._usable.get(key)
         if pools is None:
             pools = self._usable[key] = tuple(
-                pool for pool in self.team_pools(team, gpu_type) if pool.could_ever_hold(shape)
+                pool
+                for pool in self.team_pools(team, gpu_type, backend)
+                if pool.could_ever_hold(shape)
             )
         return pools
 
@@ -304,8 +319,8 @@ class Workspace:
         if share is None:
             used = self.usage.get(team, {})
             borrowed = {f: self.quota(team, f).borrowed(n) for f, n in used.items()}
-            share = self._shares[team] = dominant_share(
-                borrowed, self.capacity, self.team(team).weight
+            share = self._shares[team] = weighted_share(
+                borrowed, self.capacity, self.team(team).weight, self.type_weights
             )
         return share
 
@@ -366,8 +381,8 @@ class Workspace:
 
 
 class Simulation:
-    """Reversible what-if changes of a workspace (STYLE §3): remove running jobs or release holds,
-    read the workspace, and have everything restored on exit, in reverse order.
+    """Reversible what-if changes of a workspace (docs/code-style.md §3): remove running jobs or
+    release holds, read the workspace, and have everything restored on exit, in reverse order.
 
     Invariant: on exit room, usage, cohort balances and each touched pool's remembered failures
     are exactly what they were on entry; no epoch ever moves.

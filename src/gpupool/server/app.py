@@ -6,10 +6,22 @@ from fastapi import FastAPI
 
 from gpupool import __version__
 from gpupool.config import ServerLimits
-from gpupool.server import errors
+from gpupool.server import docs, errors
 from gpupool.server.audit import AuditMiddleware
 from gpupool.server.limits import BodyLimitMiddleware
-from gpupool.server.routes import arrays, artifacts, audit, cluster, config, health, jobs
+from gpupool.server.routes import (
+    arrays,
+    artifacts,
+    audit,
+    budgets,
+    cluster,
+    config,
+    health,
+    jobs,
+    signin,
+    tokens,
+    usage,
+)
 from gpupool.server.runtime import Runtime
 from gpupool.server.services.logs import FollowerSlots
 
@@ -19,6 +31,8 @@ def create_app(runtime: Runtime) -> FastAPI:
         title="gpupool",
         version=__version__,
         description="Share GPUs between teams: quotas, fair share, preemption, accounting.",
+        docs_url=None,  # served by server.docs from packaged files, not a CDN
+        redoc_url=None,
     )
     app.state.runtime = runtime
     # The route table can be read without a runtime (None): then the default limits.
@@ -26,6 +40,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     limits = settings.limits if settings is not None else ServerLimits()
     app.state.log_followers = FollowerSlots(limits.log_followers_per_user)
     errors.install(app)
+    docs.install(app)
     app.include_router(health.router)
     app.include_router(jobs.router)
     app.include_router(arrays.router)
@@ -33,6 +48,10 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(audit.router)
     app.include_router(config.router)
     app.include_router(artifacts.router)
+    app.include_router(budgets.router)
+    app.include_router(tokens.router)
+    app.include_router(signin.router)
+    app.include_router(usage.router)
     # Every mutating request is recorded, including those refused before any route runs
     # (anonymous refusals are counted: see server.audit).
     app.add_middleware(AuditMiddleware, summary_every_s=limits.audit_summary_s)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gpupool.auth.principal import Principal
 from gpupool.core.errors import Unauthenticated
@@ -17,12 +18,25 @@ async def get_runtime(request: Request) -> Runtime:
     return runtime
 
 
-def get_principal(request: Request, runtime: Annotated[Runtime, Depends(get_runtime)]) -> Principal:
-    header = request.headers.get("authorization", "")
-    scheme, _, bearer = header.partition(" ")
-    if scheme.lower() != "bearer" or not bearer.strip():
+# Declared in the OpenAPI document, so the docs pages offer "Authorize" and send the token.
+# auto_error=False: a missing token is refused below with gpupool's own error body.
+_BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearer",
+    description="A gpupool API token (gpt_..., from `gpupool token create`) or an OIDC "
+    "access token of the configured identity provider.",
+)
+
+
+def get_principal(
+    request: Request,
+    runtime: Annotated[Runtime, Depends(get_runtime)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_BEARER)],
+) -> Principal:
+    bearer = credentials.credentials.strip() if credentials is not None else ""
+    if not bearer:
         raise Unauthenticated("missing bearer token; pass 'Authorization: Bearer <token>'")
-    principal = runtime.auth.authenticate(bearer.strip())
+    principal = runtime.auth.authenticate(bearer)
     request.state.principal = principal  # the audit trail names who made a mutation
     return principal
 

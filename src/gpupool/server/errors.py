@@ -1,4 +1,4 @@
-"""The one error → HTTP table (STYLE §9); the client holds its inverse.
+"""The one error → HTTP table (docs/code-style.md §9); the client holds its inverse.
 
 Bodies are ``{"error": {"code", "message", "details"}}``: never a traceback, never a secret
 (every message and detail passes :func:`gpupool.data.redaction.redact` on its way out: a

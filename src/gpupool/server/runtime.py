@@ -29,9 +29,13 @@ from gpupool.data.storage import ensure_team_layouts
 from gpupool.server.live_config import LiveConfig
 from gpupool.server.services.artifacts import ArtifactService
 from gpupool.server.services.audit import AuditService
+from gpupool.server.services.budgets import BudgetService
 from gpupool.server.services.config import ConfigService
 from gpupool.server.services.jobs import JobService
 from gpupool.server.services.teams import TeamService
+from gpupool.server.services.tokens import TokenService
+from gpupool.server.services.usage import UsageService
+from gpupool.server.webhooks import WebhookWorker
 from gpupool.spec.models import ClusterConfig
 from gpupool.state.db import Engine, SessionFactory, Sessions, make_engine, session_factory
 from gpupool.state.schema import ensure_schema
@@ -54,10 +58,15 @@ class Runtime:
     audit: AuditService = field(init=False)
     auth: Authenticator = field(init=False)
     artifacts: ArtifactService = field(init=False)
+    usage: UsageService = field(init=False)
+    tokens: TokenService = field(init=False)
     signer: Signer | None = None  # signs local grants; None: from the settings' key
     # Keeps ``config`` current from the store's versions (None: a fixed configuration).
     live: LiveConfig | None = None
     config_service: ConfigService = field(init=False)
+    # Sends budget alerts from the outbox; started with the controller (server.webhooks).
+    webhooks: WebhookWorker = field(init=False)
+    budgets: BudgetService = field(init=False)
 
     def __post_init__(self) -> None:
         if self.signer is None:
@@ -82,12 +91,23 @@ class Runtime:
             self.clock,
             self.controller.wake,
             limits=self.settings.limits,
+            pool_health=self.controller.backoff.health,
         )
-        self.teams = TeamService(self.sessions, self.current_config, self.controller.backoff.health)
+        self.tokens = TokenService(self.sessions, self.clock)
+        self.teams = TeamService(
+            self.sessions, self.current_config, self.controller.backoff.health, self.clock.now
+        )
+        self.usage = UsageService(self.sessions, self.current_config, self.clock)
         if self.live is None:
             self.live = LiveConfig(self.sessions, self.config)
         self.config_service = ConfigService(
             self.sessions, self.live, self.clock, self._prepare_storage, self.controller.wake
+        )
+        self.budgets = BudgetService(
+            self.sessions, self.current_config, self.clock, self.config_service
+        )
+        self.webhooks = WebhookWorker(
+            self.sessions, self.current_config, self.clock, self.controller.leader.is_leader
         )
 
     def current_config(self) -> ClusterConfig:
@@ -101,6 +121,7 @@ class Runtime:
 
     def close(self) -> None:
         self.controller.stop()
+        self.webhooks.stop()
         self.execution.close()
         self.engine.dispose()
 

@@ -201,6 +201,13 @@ class TeamOut(BaseModel):
     queued: int
     running: int
     members: dict[str, str] | None = None
+    # This calendar month (accounting timezone), as ``sshare`` shows usage: the team's
+    # GPU-hours, their share of all teams' GPU-hours, and its tightest budget's remaining.
+    usage_gpu_hours: float = 0.0
+    usage_share: float = 0.0
+    budget_remaining: float | None = None
+    budget_unit: str | None = None
+    budget_status: str | None = None
 
 
 class TeamList(BaseModel):
@@ -228,6 +235,7 @@ class WhoAmI(BaseModel):
     user: str
     platform_admin: bool
     teams: dict[str, str]
+    auditor: bool = False  # reads every team's usage and costs
 
 
 class ErrorBody(BaseModel):

@@ -8,8 +8,10 @@ routes). On SQLite one process runs, in role ``all``, and holds a lock next to t
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -26,6 +28,7 @@ from gpupool.core.errors import ConfigInvalid, Conflict
 from gpupool.data.redaction import install_logging, uvicorn_log_config
 from gpupool.server.app import create_app
 from gpupool.server.http_guard import guarded_protocol, raise_open_files_limit
+from gpupool.server.metrics.exporter import Metrics
 from gpupool.server.routes import health
 from gpupool.server.runtime import Runtime, build_runtime, is_postgres, prepare_storage
 from gpupool.spec.load import load_config, parse_config
@@ -138,23 +141,67 @@ def health_app(runtime: Runtime) -> FastAPI:
     return app
 
 
+class PortTaken(ConfigInvalid):
+    """The address the server should listen on is in use (another server, another program)."""
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """The server's listening socket, bound before anything starts: a taken port is refused
+    before the store is opened or a scheduler runs. uvicorn listens on it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror})"
+        raise PortTaken(
+            f"{host}:{port} {why}: is another gpupool server running? Stop it, or choose "
+            "another port with --port (GPUPOOL_PORT) or address with --host (GPUPOOL_HOST)"
+        ) from None
+    return sock
+
+
 def serve(
     settings: Settings,
     config_path: Path | None,
     echo: Callable[[str], None] = print,
 ) -> None:
     store_lock = hold_store(settings)  # released when serving ends, however it ends
+    metrics_socket = None
     try:
-        _serve(settings, config_path, echo)
+        with bind_listener(settings.host, settings.port) as listener:
+            metrics_socket = bind_metrics(settings)
+            _serve(settings, config_path, echo, listener, metrics_socket)
     finally:
+        if metrics_socket is not None:
+            metrics_socket.close()
         if store_lock is not None:
             store_lock.close()
+
+
+def bind_metrics(settings: Settings) -> socket.socket | None:
+    """The metrics listener (``GPUPOOL_METRICS_ADDRESS``), bound before anything starts, as
+    the API's is; None when metrics are not served."""
+    if settings.metrics_address is None:
+        return None
+    host, port = settings.metrics_address
+    try:
+        return bind_listener(host, port)
+    except PortTaken:
+        raise PortTaken(
+            f"the metrics address {host}:{port} cannot be bound (in use, or not an address of "
+            "this machine): choose another with --metrics-address (GPUPOOL_METRICS_ADDRESS)"
+        ) from None
 
 
 def _serve(
     settings: Settings,
     config_path: Path | None,
     echo: Callable[[str], None],
+    listener: socket.socket,
+    metrics_listener: socket.socket | None = None,
 ) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -188,21 +235,43 @@ def _serve(
     soft, _ = raise_open_files_limit()  # room for connections (slow clients are cut below)
     log.debug("open files limit: %d", soft)
     limits = settings.limits
+    app = health_app(runtime) if role == "controller" else create_app(runtime)
+    metrics = None
+    if metrics_listener is not None:
+        metrics = Metrics(
+            role,
+            runtime.controller.leader if role != "api" else None,
+            lambda pool: runtime.controller.backoff.health(pool).available,
+            lambda: runtime.controller.budgets.states,
+        )
+        runtime.controller.observe(metrics.recorder)
+        app = metrics.wrap(app)
+        metrics.serve(metrics_listener)
+        host, port = settings.metrics_address or ("", 0)
+        echo(f"metrics on http://{f'[{host}]' if ':' in host else host}:{port}/metrics")
     if role != "api":  # an API replica leaves scheduling to the controllers
         runtime.controller.start()
+        runtime.webhooks.start()
     try:
-        uvicorn.run(
-            health_app(runtime) if role == "controller" else create_app(runtime),
-            host=settings.host,
-            port=settings.port,
-            # Header and body read deadlines: a request that never ends holds nothing long.
-            http=guarded_protocol(limits.header_timeout_s, limits.body_timeout_s),
-            log_level=settings.log_level.lower(),
-            access_log=settings.log_level.lower() == "debug",
-            log_config=uvicorn_log_config(),
-            # TLS by uvicorn (--ssl-certfile/--ssl-keyfile); else plain HTTP or a proxy's.
-            ssl_certfile=str(settings.tls.certfile) if settings.tls else None,
-            ssl_keyfile=str(settings.tls.keyfile) if settings.tls else None,
+        server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host=settings.host,
+                port=settings.port,
+                # Header and body read deadlines: a request that never ends holds nothing long.
+                http=guarded_protocol(limits.header_timeout_s, limits.body_timeout_s),
+                log_level=settings.log_level.lower(),
+                access_log=settings.log_level.lower() == "debug",
+                log_config=uvicorn_log_config(),
+                # TLS by uvicorn (--ssl-certfile/--ssl-keyfile); else plain HTTP or a proxy's.
+                ssl_certfile=str(settings.tls.certfile) if settings.tls else None,
+                ssl_keyfile=str(settings.tls.keyfile) if settings.tls else None,
+            )
         )
+        server.run(sockets=[listener])
+        if not server.started:  # uvicorn has logged why (a TLS file it could not load, ...)
+            raise SystemExit(3)
     finally:
+        if metrics is not None:
+            metrics.close()
         runtime.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpupool.core.jobs import shown_status
 from gpupool.server.schemas import AttemptOut, GrantOut, JobOut, ResourcesOut
 from gpupool.state.models import AttemptRow, JobRow
 
@@ -36,7 +37,7 @@ def job_out(row: JobRow, attempts: Sequence[AttemptRow] | None = None) -> JobOut
         name=row.name,
         team=row.team,
         user=row.user,
-        status=row.status,
+        status=shown_status(row.status, row.cancel_requested),
         priority_class=row.priority_class,
         priority=row.priority,
         kind=row.kind,

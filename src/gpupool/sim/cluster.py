@@ -1,7 +1,7 @@
 """The simulated cluster: the Philly configuration, the compared policies and what can ever run.
 
 A policy is a transformation of the user's configuration plus the name of the team each job is
-scheduled as; the scheduler itself is the production one in every case (STYLE §13):
+scheduled as; the scheduler itself is the production one in every case (docs/code-style.md §13):
 
 ``gpupool``          the configuration as written: borrowing in cohorts, reclaim, fair share,
                      priorities, reservations for starving jobs.

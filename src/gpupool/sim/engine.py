@@ -107,7 +107,7 @@ class Simulation:
         }
         self.meter = UsageMeter(config.scheduler.fair_share_half_life_s)
         self.nominations: tuple[Nomination, ...] = ()  # handed from cycle to cycle, as there
-        self.pools = PoolState(config)
+        self.pools = PoolState(config, gang=lambda _: True)  # the fake backend runs gangs
         # The teams' views without usage: the configuration does not change during a run, so
         # only the decayed usage is put in at each cycle (team_views is the controller's).
         self._teams = team_views(config, {})
@@ -296,6 +296,7 @@ class Simulation:
             pool=pool,
             placements=placements,
             started_at=now,
+            preemptions=record.preempted,
         )
         record.started = now
         record.pool = pool

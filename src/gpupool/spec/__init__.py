@@ -1,4 +1,5 @@
-"""The declarative cluster configuration (DESIGN §4): models, loading and validation."""
+"""The declarative cluster configuration (docs/architecture.md §4): models, loading and
+validation."""
 
 from gpupool.spec.models import ClusterConfig
 

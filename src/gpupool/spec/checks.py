@@ -17,8 +17,15 @@ Decisions recorded here:
 * A quota of the ``cpu`` type counts no GPUs: ``nominal``, ``borrowing_limit`` and
   ``lending_limit`` there are errors (they would bound nothing); ``cpus`` and ``memory_gb`` are
   what bound a team's jobs on ``cpu`` pools.
+* A pool on a backend no adapter is registered for (``kubernetes``, ``azure-batch``,
+  ``azure-ml`` today: ``gpupool.backends.registry.ADAPTERS`` decides) is an error, and so is
+  ``autoscale.mode: autoscale``, which nothing implements yet: the configuration accepts both
+  names for what is to come, but jobs sent there would only fail or wait forever.
+* A budget sets exactly one limit (``gpu_hours`` or ``amount``); only a ``custom`` period takes
+  ``start`` and ``end``, and it needs both. Budget names are unique within a team (alerts and
+  ``gpupool budget set`` name a budget by team and name), and so are webhook names.
 * Names of gpu types, teams and cohorts follow the pool-name rule (DNS labels), because they
-  become Kubernetes namespaces, labels and ResourceFlavor names (REQUIREMENTS K1).
+  become Kubernetes namespaces, labels and ResourceFlavor names (docs/requirements.md K1).
 """
 
 from __future__ import annotations
@@ -27,10 +34,17 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from gpupool.backends.registry import implemented
 from gpupool.data.roots import RootProblem, parse_root
 from gpupool.spec.currencies import ISO_4217
-from gpupool.spec.models import NAME_PATTERN, ClusterConfig, Quota
-from gpupool.spec.problems import Finding, format_path, unknown_name_hint
+from gpupool.spec.models import BACKENDS, NAME_PATTERN, ClusterConfig, Quota
+from gpupool.spec.problems import (
+    Finding,
+    did_you_mean,
+    format_path,
+    quoted_list,
+    unknown_name_hint,
+)
 from gpupool.spec.schema_errors import NAME_RULE
 
 CPU_TYPE = "cpu"
@@ -92,12 +106,48 @@ def check_pools(config: ClusterConfig) -> Iterator[Finding]:
                 f"pool {pool.name!r} of gpu type {CPU_TYPE!r} has GPUs on its nodes",
                 "set node.gpus: 0, or name the GPU model as the pool's gpu_type",
             )
+        if not implemented(pool.backend):
+            usable = ", ".join(b for b in BACKENDS if implemented(b))
+            yield Finding(
+                ("pools", i, "backend"),
+                f"backend {pool.backend!r} has no adapter yet: jobs sent to pool {pool.name!r} "
+                "could never run",
+                f"use one of: {usable}",
+            )
         scale = pool.autoscale
+        if scale.mode == "autoscale":
+            yield Finding(
+                ("pools", i, "autoscale", "mode"),
+                f"autoscaling is not implemented yet: pool {pool.name!r} would never get more "
+                "nodes than it has",
+                "use 'mode: fixed' and set nodes: to the pool's size",
+            )
         if scale.max_nodes is not None and scale.min_nodes > scale.max_nodes:
             yield Finding(
                 ("pools", i, "autoscale", "max_nodes"),
                 f"max_nodes {scale.max_nodes} is below min_nodes {scale.min_nodes}",
                 f"set max_nodes to at least {scale.min_nodes}",
+            )
+
+
+def check_backend_options(config: ClusterConfig) -> Iterator[Finding]:
+    """Each pool's ``options:`` as its backend's adapter will parse them: unknown keys (with
+    the nearest known one), missing keys and bad values, before any job is sent there."""
+    from gpupool.backends.options import check_options  # no backend SDK is imported
+
+    for i, pool in enumerate(config.pools):
+        found = check_options(pool.backend, pool.name, pool.gpu_type, pool.options)
+        for key in found.unknown:
+            yield Finding(
+                ("pools", i, "options", key),
+                f"unknown {pool.backend} pool option {key!r}",
+                f"{did_you_mean(key, found.known)}known options: {quoted_list(found.known)}",
+            )
+        if found.error is not None:
+            yield Finding(
+                ("pools", i, "options") if pool.options else ("pools", i, "backend"),
+                found.error,
+                f"see the {pool.backend} backend's README for its options",
             )
 
 
@@ -240,7 +290,8 @@ def check_storage(config: ClusterConfig) -> Iterator[Finding]:
 
 
 def check_accounting(config: ClusterConfig) -> Iterator[Finding]:
-    """The currency is an ISO 4217 code and the timezone an IANA zone this machine knows."""
+    """The currency is an ISO 4217 code, the timezone an IANA zone this machine knows, and a
+    ledger gap is longer than an accrual interval."""
     accounting = config.accounting
     if accounting.currency not in ISO_4217:
         yield Finding(
@@ -255,6 +306,14 @@ def check_accounting(config: ClusterConfig) -> Iterator[Finding]:
             ("accounting", "timezone"),
             f"unknown timezone {accounting.timezone!r}",
             "use an IANA zone name such as UTC, Europe/Paris or America/New_York",
+        )
+    gap_after = accounting.gap_after_s
+    if gap_after is not None and gap_after <= accounting.accrual_interval_s:
+        yield Finding(
+            ("accounting", "gap_after_s"),
+            f"gap_after_s ({gap_after:g} s) is not longer than accrual_interval_s "
+            f"({accounting.accrual_interval_s:g} s): every accrual would be a gap",
+            "make it a few accrual intervals, or leave it out (3 x accrual_interval_s + 30 s)",
         )
 
 
@@ -274,13 +333,85 @@ def check_team_gids(config: ClusterConfig) -> Iterator[Finding]:
             owner[team.gid] = name
 
 
+def check_budgets(config: ClusterConfig) -> Iterator[Finding]:
+    """Each team's budgets: one limit, a period that can be computed, known gpu type, unique
+    names; thresholds in (0, 1000] percent."""
+    for team_name, team in config.teams.items():
+        seen: dict[str, int] = {}
+        for i, budget in enumerate(team.budgets):
+            at = ("teams", team_name, "budgets", i)
+            if budget.name in seen:
+                yield Finding(
+                    (*at, "name"),
+                    f"duplicate budget name {budget.name!r} (also budgets[{seen[budget.name]}])",
+                    "give each budget of a team its own name",
+                )
+            seen.setdefault(budget.name, i)
+            if (budget.gpu_hours is None) == (budget.amount is None):
+                yield Finding(
+                    at,
+                    f"budget {budget.name!r} needs exactly one limit: gpu_hours or amount",
+                    f"set gpu_hours: N (GPU-hours) or amount: N ({config.accounting.currency})",
+                )
+            if budget.period == "custom":
+                if budget.start is None or budget.end is None:
+                    yield Finding(
+                        at,
+                        f"custom budget {budget.name!r} needs start and end",
+                        "set start: and end: to dates (YYYY-MM-DD, both days included)",
+                    )
+                elif budget.end < budget.start:
+                    yield Finding(
+                        (*at, "end"),
+                        f"end {budget.end} is before start {budget.start}",
+                        f"set end to {budget.start} or later",
+                    )
+            else:
+                for key in ("start", "end"):
+                    if getattr(budget, key) is not None:
+                        yield Finding(
+                            (*at, key),
+                            f"{key} applies to custom periods only, not {budget.period!r}",
+                            f"remove {key}, or set period: custom",
+                        )
+            if budget.gpu_type is not None and budget.gpu_type not in config.gpu_types:
+                yield Finding(
+                    (*at, "gpu_type"),
+                    f"unknown gpu type {budget.gpu_type!r}",
+                    unknown_name_hint(budget.gpu_type, "gpu_types", config.gpu_types),
+                )
+            for j, threshold in enumerate(budget.thresholds):
+                if not 0 < threshold <= 1000:
+                    yield Finding(
+                        (*at, "thresholds", j),
+                        f"threshold {threshold:g} is not a percentage in (0, 1000]",
+                        "use percents of the limit, e.g. [50, 80, 100]",
+                    )
+
+
+def check_webhooks(config: ClusterConfig) -> Iterator[Finding]:
+    """Webhook names are unique: deliveries name their target."""
+    seen: set[str] = set()
+    for i, hook in enumerate(config.accounting.webhooks):
+        if hook.name in seen:
+            yield Finding(
+                ("accounting", "webhooks", i, "name"),
+                f"duplicate webhook name {hook.name!r}",
+                "give each webhook its own name",
+            )
+        seen.add(hook.name)
+
+
 CHECKS: tuple[Check, ...] = (
     check_names,
     check_pools,
+    check_backend_options,
     check_priority_classes,
     check_teams,
     check_team_gids,
     check_scheduler,
     check_storage,
     check_accounting,
+    check_budgets,
+    check_webhooks,
 )

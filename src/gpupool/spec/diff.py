@@ -2,7 +2,8 @@
 
 Pure: two :class:`ClusterConfig` in, a list of :class:`Change` out, and :func:`render` for
 people. Sections are compared as data (the models dumped with their defaults, so setting a
-field to its default value is no change); pools, a list in the file, are compared by name.
+field to its default value is no change); pools, a list in the file, are compared by name, and
+so are a team's budgets.
 An entity that appears or disappears (a team, a pool, a user, a cohort, a gpu type, a
 priority class) is one change; inside an entity that stays, every field that differs is one
 change, a team's members being shown as role changes.
@@ -22,7 +23,7 @@ from gpupool.spec.models import ClusterConfig
 
 # Sections in the order they are shown; the first group holds named entities.
 ENTITY_SECTIONS = ("teams", "pools", "users", "cohorts", "gpu_types", "priority_classes")
-SETTING_SECTIONS = ("scheduler", "storage")
+SETTING_SECTIONS = ("scheduler", "storage", "accounting")
 _SINGULAR = {
     "teams": "team",
     "pools": "pool",
@@ -142,6 +143,9 @@ def _sections(config: ClusterConfig, exclude_defaults: bool = False) -> dict[str
     sections["pools"] = {pool["name"]: _without_name(pool) for pool in pools} if pools else {}
     if exclude_defaults:  # every pool is named even when all else is default
         sections["pools"] = {p.name: sections["pools"].get(p.name, {}) for p in config.pools}
+    for team in sections.get("teams", {}).values():
+        if isinstance(team, dict) and isinstance(team.get("budgets"), list):
+            team["budgets"] = {b["name"]: _without_name(b) for b in team["budgets"]}
     return sections
 
 

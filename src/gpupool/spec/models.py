@@ -1,4 +1,4 @@
-"""Pydantic models of the cluster configuration YAML (DESIGN §4).
+"""Pydantic models of the cluster configuration YAML (docs/architecture.md §4).
 
 Field-level rules live on the models; rules that relate sections to each other (a pool's
 gpu type must exist, a member must be a user, ...) live in ``gpupool.spec.checks`` so that
@@ -7,6 +7,7 @@ every problem of a file can be reported at once with its line. Unknown keys are 
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,6 +25,12 @@ class _Strict(BaseModel):
 class GpuType(_Strict):
     price_per_gpu_hour: float = Field(default=0.0, ge=0)
     spot_price_per_gpu_hour: float | None = Field(default=None, ge=0)
+    fair_share_weight: float | None = Field(
+        default=None,
+        ge=0,
+        description="What one GPU of this type counts in the fair share; default: its "
+        "price_per_gpu_hour (every type counts 1 when no type has a price).",
+    )
 
 
 class NodeShape(_Strict):
@@ -56,12 +63,12 @@ class Pool(_Strict):
     data_access: Literal["pool-identity", "grant"] = Field(
         default="pool-identity",
         description="grant: each attempt gets short-lived URLs scoped to its inputs and "
-        "outputs (DESIGN §8); pool-identity: the legacy mode, the pool's own access.",
+        "outputs (docs/architecture.md §8); pool-identity: the legacy mode, the pool's own access.",
     )
 
 
 class Storage(_Strict):
-    """Where teams' data lives and how long grants to it last (DESIGN §8).
+    """Where teams' data lives and how long grants to it last (docs/architecture.md §8).
 
     ``root`` is a local directory (each team under ``<root>/<team>``), ``az://<account>``
     (one container per team, named after it) or ``s3://<bucket>[/<prefix>]`` (each team
@@ -84,6 +91,12 @@ class Storage(_Strict):
 class PriorityClass(_Strict):
     value: int
     default: bool = False
+    min_runtime_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="A job of this class is not preempted before it has run this long, "
+        "except to give a team GPUs of its own nominal quota back (reclaim).",
+    )
 
 
 class BorrowWithinCohort(_Strict):
@@ -94,8 +107,8 @@ class BorrowWithinCohort(_Strict):
 
 
 class Preemption(_Strict):
-    """What a job may preempt to fit (DESIGN §5.6). Defaults follow Kueue's common setup:
-    preempt lower priority within the team, reclaim lent quota from anyone, and never
+    """What a job may preempt to fit (docs/architecture.md §5.6). Defaults follow Kueue's common
+    setup: preempt lower priority within the team, reclaim lent quota from anyone, and never
     preempt to borrow."""
 
     within_team: Literal["never", "lower_priority"] = "lower_priority"
@@ -139,6 +152,33 @@ class Quota(_Strict):
     )
 
 
+class Budget(_Strict):
+    """A team's limit on what it uses in a period (C3), in GPU-hours or in money.
+
+    ``period``: ``month``, ``week`` (from ``accounting.week_start``), ``quarter`` (of the
+    fiscal year, ``accounting.fiscal_year_start``), all cut in ``accounting.timezone``; or
+    ``custom``, from the first day ``start`` to the last day ``end`` (both included). Exactly one
+    of ``gpu_hours`` and ``amount`` (in ``accounting.currency``) is the limit. ``gpu_type``
+    counts only that type's GPUs. Each threshold (percent of the limit) alerts once per period;
+    at 100 % ``enforcement`` applies until the period ends or the limit is raised: ``alert``
+    only alerts, ``no-borrow`` keeps the team within its nominal quota, ``hold`` admits none of
+    its new jobs (running work continues).
+    """
+
+    name: str = Field(pattern=NAME_PATTERN)
+    period: Literal["month", "week", "quarter", "custom"] = "month"
+    start: date | None = Field(default=None, description="custom periods: the first day.")
+    end: date | None = Field(default=None, description="custom periods: the last day.")
+    gpu_hours: float | None = Field(default=None, gt=0)
+    amount: float | None = Field(default=None, gt=0, description="In accounting.currency.")
+    gpu_type: str | None = Field(default=None, description="Count only this gpu type.")
+    thresholds: list[float] = Field(
+        default_factory=lambda: [50.0, 80.0, 100.0],
+        description="Percent of the limit at which to alert, once per period each.",
+    )
+    enforcement: Literal["alert", "no-borrow", "hold"] = "alert"
+
+
 class Team(_Strict):
     cohort: str | None = None
     weight: float = Field(default=1.0, gt=0)
@@ -152,6 +192,7 @@ class Team(_Strict):
         le=2**31 - 2,
         description="POSIX group of the team's storage: owns shared/, added to its jobs' groups.",
     )
+    budgets: list[Budget] = Field(default_factory=list)
 
 
 class User(_Strict):
@@ -159,6 +200,11 @@ class User(_Strict):
     gid: int = Field(ge=0)
     groups: list[int] = Field(default_factory=list)
     platform_admin: bool = False
+    auditor: bool = Field(
+        default=False,
+        description="Reads every team's usage and costs, and nothing else of theirs; "
+        "changes nothing.",
+    )
 
 
 class SchedulerSettings(_Strict):
@@ -170,6 +216,12 @@ class SchedulerSettings(_Strict):
     )
     preemption: Preemption = Field(default=Preemption(), description="For teams without a cohort.")
     preemption_budget: int = Field(default=10, ge=0, le=10_000, description="Victims per cycle.")
+    max_preemptions_per_job: int | None = Field(
+        default=3,
+        ge=0,
+        description="A job preempted this often is preempted again only to give a team GPUs of "
+        "its own nominal quota back (reclaim); null: no cap.",
+    )
     fair_share_half_life_s: float = Field(default=3600.0, gt=0, le=90 * 24 * 3600)
     starvation_after_s: float | None = Field(
         default=1800.0, gt=0, description="Waiting longer earns a reservation; null: never."
@@ -177,6 +229,20 @@ class SchedulerSettings(_Strict):
     queueing: Literal["best_effort_fifo", "strict_fifo"] = Field(
         default="best_effort_fifo",
         description="strict_fifo: nothing of a team starts while its first job waits.",
+    )
+
+
+class Webhook(_Strict):
+    """Where budget alerts are POSTed. The signing secret is read from the environment
+    variable ``secret_env`` of the server process, never from this file (which is stored and
+    shown in the configuration history)."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    url: str = Field(pattern=r"^https?://\S+$", description="http:// or https:// URL.")
+    secret_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Z_][A-Z0-9_]*$",
+        description="Environment variable holding the HMAC-SHA256 signing secret.",
     )
 
 
@@ -200,6 +266,17 @@ class Accounting(_Strict):
         le=3600,
         description="How often the controller adds running attempts' time to the ledger; "
         "reports always include running attempts up to now.",
+    )
+    gap_after_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=7 * 24 * 3600,
+        description="A controller that finds the ledger last accrued longer ago than this "
+        "records the span as a gap (missing data, no capacity); default: 3 x "
+        "accrual_interval_s + 30 s.",
+    )
+    webhooks: list[Webhook] = Field(
+        default_factory=list, description="Targets of budget alerts (POST, signed JSON)."
     )
 
 
@@ -252,6 +329,27 @@ class ClusterConfig(_Strict):
                 memory = cpus * memory_per_cpu if quota.memory_gb is None else quota.memory_gb
                 caps[name][gpu_type] = (cpus, memory)
         return caps
+
+    def min_runtimes(self) -> dict[int, float]:
+        """Per priority value, the minimum run time before preemption (the running jobs carry
+        their priority's value): the longest of the classes with that value."""
+        runtimes: dict[int, float] = {}
+        for cls in self.priority_classes.values():
+            if cls.min_runtime_s > 0:
+                runtimes[cls.value] = max(runtimes.get(cls.value, 0.0), cls.min_runtime_s)
+        return runtimes
+
+    def fair_share_weights(self) -> dict[str, float]:
+        """What one GPU of each type counts in the fair share: its ``fair_share_weight``, else
+        its price per GPU-hour; when no type has either, every type counts 1."""
+        priced = any(t.price_per_gpu_hour > 0 for t in self.gpu_types.values())
+        weights = {}
+        for name, gpu_type in self.gpu_types.items():
+            if gpu_type.fair_share_weight is not None:
+                weights[name] = gpu_type.fair_share_weight
+            else:
+                weights[name] = gpu_type.price_per_gpu_hour if priced else 1.0
+        return weights
 
     def gpu_type_order(self) -> list[str]:
         """Preference order for jobs that accept any gpu type."""

@@ -1,4 +1,5 @@
-"""What is wrong with a configuration file, said so that a person can fix it (REQUIREMENTS P1).
+"""What is wrong with a configuration file, said so that a person can fix it (docs/requirements.md
+P1).
 
 Two shapes of the same thing:
 

@@ -1,4 +1,5 @@
-"""Persistence (DESIGN §9): SQLAlchemy models, Alembic migrations and the repositories.
+"""Persistence (docs/architecture.md §9): SQLAlchemy models, Alembic migrations and the
+repositories.
 
 All SQL of gpupool lives here. ``db.py`` makes engines and sessions and re-exports the few
 types other packages pass around (``Session``, ``SessionFactory``, ``Engine``,

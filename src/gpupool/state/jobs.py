@@ -18,11 +18,11 @@ from datetime import datetime
 from itertools import chain
 from typing import Any
 
-from sqlalchemy import JSON, and_, false, func, insert, or_, select, update
+from sqlalchemy import JSON, ColumnElement, and_, false, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
-from gpupool.core.jobs import ACTIVE, JobStatus
+from gpupool.core.jobs import ACTIVE, CANCELLING, JobStatus
 from gpupool.data.redaction import redact
 from gpupool.state import changes
 from gpupool.state.db import rows_changed as _changed
@@ -106,6 +106,16 @@ def by_idempotency_key(session: Session, user: str, key: str) -> JobRow | None:
     return session.scalar(select(JobRow).where(JobRow.user == user, JobRow.idempotency_key == key))
 
 
+def _shown_as(job: Any, status: str) -> ColumnElement[bool]:
+    """Jobs users see in ``status`` (``core.jobs.shown_status``): an active job being
+    cancelled is ``cancelling``, not admitted or running."""
+    if status == CANCELLING:
+        return and_(job.status.in_(_ACTIVE), job.cancel_requested.is_(True))
+    if status in _ACTIVE:
+        return and_(job.status == status, job.cancel_requested.is_(False))
+    return job.status == status  # type: ignore[no-any-return]
+
+
 def page(
     session: Session,
     teams: Iterable[str],
@@ -122,14 +132,14 @@ def page(
     match ``status``; ``array_id``: only that array's tasks."""
     query = select(JobRow).where(JobRow.team.in_(list(teams)))
     if status is not None:
-        query = query.where(JobRow.status == status)
+        query = query.where(_shown_as(JobRow, status))
     if array_id is not None:
         query = query.where(JobRow.array_id == array_id)
     if grouped:
         task = aliased(JobRow)
         first = select(func.min(task.array_index)).where(task.array_id == JobRow.array_id)
         if status is not None:
-            first = first.where(task.status == status)
+            first = first.where(_shown_as(task, status))
         query = query.where(
             or_(JobRow.array_id.is_(None), JobRow.array_index == first.scalar_subquery())
         )

@@ -310,7 +310,20 @@ class UsageHourRow(Base):
     kept incrementally with the ledger (``usage``) and never deleted with jobs."""
 
     __tablename__ = "usage_hours"
-    __table_args__ = (Index("ix_usage_hours_team_hour", "team", "hour"),)
+    __table_args__ = (
+        Index("ix_usage_hours_team_hour", "team", "hour"),
+        # Covers a report's GROUP BY team, gpu type, pool, node type over an hour range.
+        Index(
+            "ix_usage_hours_report",
+            "team",
+            "gpu_type",
+            "pool",
+            "node_type",
+            "hour",
+            "gpu_ms",
+            "borrowed_gpu_ms",
+        ),
+    )
 
     hour: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
     team: Mapped[str] = mapped_column(String(100), primary_key=True)
@@ -354,3 +367,56 @@ class AccountingGapRow(Base):
     start: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
     end: Mapped[datetime] = mapped_column(UTCDateTime)
     reason: Mapped[str] = mapped_column(String(200), default="")
+
+
+class BudgetAlertRow(Base):
+    """A budget threshold a team reached in one period (C3): inserted once, with the audit
+    entry and the webhook deliveries it causes, in one transaction (``state.budgets``). The
+    primary key is what makes each alert happen once per budget, period and threshold."""
+
+    __tablename__ = "budget_alerts"
+
+    team: Mapped[str] = mapped_column(String(100), primary_key=True)
+    budget: Mapped[str] = mapped_column(String(100), primary_key=True)
+    period_start: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    threshold: Mapped[float] = mapped_column(Float, primary_key=True)  # percent of the limit
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    used: Mapped[float] = mapped_column(Float)
+    limit: Mapped[float] = mapped_column(Float)
+    unit: Mapped[str] = mapped_column(String(10))
+
+
+class WebhookOutboxRow(Base):
+    """A webhook message to deliver (the outbox): written in the transaction of the event it
+    tells of, sent by the server's delivery worker, retried with backoff until ``status`` is
+    ``delivered`` or ``failed`` (tries used up)."""
+
+    __tablename__ = "webhook_outbox"
+    __table_args__ = (Index("ix_webhook_outbox_due", "status", "next_try_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    webhook: Mapped[str] = mapped_column(String(100))
+    event: Mapped[str] = mapped_column(String(50))
+    body: Mapped[str] = mapped_column(Text)  # the exact bytes signed and sent (UTF-8 JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    next_try_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    tries: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+
+
+class WebhookDeliveryRow(Base):
+    """One try to deliver an outbox message: the delivery log platform admins read."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (Index("ix_webhook_deliveries_at", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    message_id: Mapped[int] = mapped_column(Integer, index=True)
+    webhook: Mapped[str] = mapped_column(String(100))
+    event: Mapped[str] = mapped_column(String(50))
+    try_number: Mapped[int] = mapped_column(Integer)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    outcome: Mapped[str] = mapped_column(String(20))  # delivered | retry | failed
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str] = mapped_column(String(500), default="")
+    duration_ms: Mapped[float] = mapped_column(Float, default=0.0)

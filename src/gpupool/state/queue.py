@@ -32,7 +32,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from gpupool.core.jobs import ACTIVE, JobStatus
 from gpupool.state import changes
@@ -59,6 +59,7 @@ PENDING_COLUMNS = (
     cast(JobRow.gpu_types, Text).label("gpu_types"),
     JobRow.attempt,
     JobRow.max_runtime_s,
+    JobRow.backend,
     # When a requeued job re-entered the queue: its last attempt's end. Looked up only for
     # jobs that had an attempt, not for every queued job every cycle.
     case(
@@ -73,6 +74,7 @@ PENDING_COLUMNS = (
     ).label("queued_at"),
 )
 # ... and of an active one (admitted or running), joined with its current attempt.
+_EARLIER = aliased(AttemptRow)  # the job's earlier attempts, beside the current one
 ACTIVE_COLUMNS = (
     JobRow.id,
     JobRow.team,
@@ -88,6 +90,22 @@ ACTIVE_COLUMNS = (
     JobRow.cancel_requested,
     AttemptRow.cancel_sent,
     AttemptRow.preempted_by,
+    # How often the job was preempted before this attempt (the scheduler's cap per job); looked
+    # up only for jobs on a later attempt.
+    case(
+        (
+            JobRow.attempt > 1,
+            select(func.count(_EARLIER.id))
+            .where(
+                _EARLIER.job_id == JobRow.id,
+                _EARLIER.number < JobRow.attempt,
+                _EARLIER.preempted_by.is_not(None),
+            )
+            .correlate(JobRow)
+            .scalar_subquery(),
+        ),
+        else_=0,
+    ).label("preemptions"),
 )
 
 _CURRENT_ATTEMPT = and_(AttemptRow.job_id == JobRow.id, AttemptRow.number == JobRow.attempt)

@@ -16,9 +16,13 @@ from gpupool.client.testing import FakeApi
 
 
 @pytest.fixture(autouse=True)
-def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _hermetic_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     monkeypatch.delenv("GPUPOOL_URL", raising=False)
     monkeypatch.delenv("GPUPOOL_TOKEN", raising=False)
+    # No credential of a real `gpupool login` may be picked up.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
     # Wide enough that Rich never folds a cell the tests look for.
     monkeypatch.setenv("COLUMNS", "200")
 
@@ -27,8 +31,8 @@ def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
     fake = FakeApi()
 
-    def make_client(url: str | None, token: str | None) -> Client:
-        return Client(url, token, transport=fake.transport)
+    def make_client(url: str | None, token: str | None, timeout: float = 30) -> Client:
+        return Client(url, token, transport=fake.transport, timeout=timeout)
 
     monkeypatch.setattr(context, "make_client", make_client)
     return fake

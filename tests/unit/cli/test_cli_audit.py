@@ -66,7 +66,7 @@ def test_audit_lists_entries(api: FakeApi, runner: CliRunner, case: Case) -> Non
     result = runner.invoke(app, ["audit", "--json", *case.args])
 
     assert result.exit_code == 0, result.output
-    assert [e["target"] for e in json.loads(result.stdout)] == case.want_targets
+    assert [e["target"] for e in json.loads(result.stdout)["items"]] == case.want_targets
     first = dict(api.requests[0].url.params)
     assert {k: first[k] for k in case.want_params} == case.want_params
 

@@ -265,7 +265,7 @@ def test_doctor_exits_5_and_says_what_to_fix(home: Path) -> None:
     home.chmod(0o777)
     done = runner.invoke(app, ["doctor", "--json"])
     assert done.exit_code == 5
-    failing = [f for f in json.loads(done.output) if f["verdict"] == "fail"]
+    failing = [f for f in json.loads(done.output)["items"] if f["verdict"] == "fail"]
     assert [f["fix"] for f in failing] == [f"chmod 711 {home}"]
 
 
@@ -275,7 +275,7 @@ def test_doctor_without_a_store_says_so(tmp_path: Path, monkeypatch: pytest.Monk
     done = runner.invoke(app, ["doctor", "--json"])
     assert done.exit_code == 5
     assert not (tmp_path / "nothing").exists()  # doctor creates nothing
-    details = {f["subject"]: f["detail"] for f in json.loads(done.output)}
+    details = {f["subject"]: f["detail"] for f in json.loads(done.output)["items"]}
     assert any("no store at" in d for d in details.values())
 
 

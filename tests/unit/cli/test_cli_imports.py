@@ -1,4 +1,4 @@
-"""Import rule (DESIGN §3): ``client`` and ``cli`` never import server-side code."""
+"""Import rule (docs/architecture.md §3): ``client`` and ``cli`` never import server-side code."""
 
 from __future__ import annotations
 
@@ -35,3 +35,30 @@ def test_client_side_never_imports_server_side(layer: str) -> None:
         if module.split(".")[:2] in (["gpupool", name] for name in FORBIDDEN)
     ]
     assert offenders == []
+
+
+def test_a_server_command_without_the_server_packages_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpupool.cli import main as cli_main
+
+    def server_side() -> None:
+        raise ModuleNotFoundError("No module named 'sqlalchemy'", name="sqlalchemy")
+
+    monkeypatch.setattr(cli_main, "app", server_side)
+    with pytest.raises(SystemExit) as exited:
+        cli_main.main()
+    assert exited.value.code == 1
+    err = capsys.readouterr().err
+    assert "sqlalchemy is missing" in err and "pip install 'gpupool[server]'" in err
+
+
+def test_a_missing_module_of_another_kind_is_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpupool.cli import main as cli_main
+
+    def broken() -> None:
+        raise ModuleNotFoundError("No module named 'gpupool.nope'", name="gpupool.nope")
+
+    monkeypatch.setattr(cli_main, "app", broken)
+    with pytest.raises(ModuleNotFoundError):
+        cli_main.main()

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from gpupool.cli.main import app
@@ -158,3 +159,46 @@ def test_logs_json(api: FakeApi, runner: CliRunner) -> None:
         "next_offset": 3,
         "complete": True,
     }
+
+
+def test_jobs_quiet_prints_ids_and_array_ids(api: FakeApi, runner: CliRunner) -> None:
+    items = [job_json(id="j-1"), job_json(id="a-7_0", array_id="a-7", array_index=0)]
+    api.add("GET", "/v1/jobs", json={"items": items, "next_cursor": None})
+
+    result = runner.invoke(app, ["jobs", "--quiet"])
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "j-1\na-7\n"
+
+
+def test_jobs_watch_redraws_until_interrupted(
+    api: FakeApi, runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = iter(["j-1", "j-2", "j-3"])
+    api.add(
+        "GET",
+        "/v1/jobs",
+        lambda request: httpx.Response(
+            200, json={"items": [job_json(id=next(served))], "next_cursor": None}
+        ),
+    )
+    naps: list[float] = []
+
+    def nap(seconds: float) -> None:
+        naps.append(seconds)
+        if len(naps) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("gpupool.cli.jobs.time.sleep", nap)
+
+    result = runner.invoke(app, ["jobs", "--watch", "--interval", "0.5"])
+
+    assert result.exit_code == 0, result.output
+    assert naps == [0.5, 0.5]
+    assert next(served) == "j-3"  # fetched twice, once per redraw
+    assert "j-2" in result.stdout and "Ctrl-C to stop" in result.stdout  # the last drawing
+
+
+def test_jobs_watch_refuses_json(api: FakeApi, runner: CliRunner) -> None:
+    result = runner.invoke(app, ["jobs", "--watch", "--json"])
+    assert result.exit_code == 2 and "--watch draws a table" in result.output

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,23 @@ def test_server_refuses_a_bad_config_and_writes_nothing(tmp_path: Path) -> None:
     assert not (home / "gpupool.db").exists()  # the store was never opened
 
 
+def test_server_refuses_a_taken_port_before_opening_the_store(
+    tmp_path: Path, demo_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        home = tmp_path / "home"
+        done = runner.invoke(
+            app, ["server", "--config", str(demo_path), "--home", str(home), "--port", str(port)]
+        )
+    assert done.exit_code == 5, done.output
+    assert f"127.0.0.1:{port} is in use" in done.output and "--port" in done.output
+    assert "listening on" not in done.output
+    assert not (home / "gpupool.db").exists()  # nothing was started on it
+
+
 @pytest.fixture
 def home_with_config(tmp_path: Path, demo_path: Path) -> Path:
     home = tmp_path / "home"
@@ -63,6 +82,41 @@ def test_token_create_prints_a_token_and_stores_only_its_hash(home_with_config: 
     engine.dispose()
     revoked = runner.invoke(app, ["token", "revoke", row.id, "--home", str(home_with_config)])
     assert revoked.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        pytest.param(lambda token: token, id="the token as printed"),
+        pytest.param(lambda token: "_".join(token.split("_")[:2]), id="gpt_<id>"),
+        pytest.param(lambda token: token.split("_")[1], id="the bare id"),
+    ],
+)
+def test_token_revoke_takes_the_token_in_any_form_it_was_shown(
+    home_with_config: Path, form: Callable[[str], str]
+) -> None:
+    created = runner.invoke(app, ["token", "create", "alice", "--home", str(home_with_config)])
+    token = created.output.strip()
+    revoked = runner.invoke(app, ["token", "revoke", form(token), "--home", str(home_with_config)])
+    assert revoked.exit_code == 0, revoked.output
+    token_id, secret = token.split("_")[1], token.split("_", 2)[2]
+    assert revoked.output.strip() == f"revoked {token_id}" and secret not in revoked.output
+    engine = make_engine(sqlite_url(home_with_config))
+    with session_factory(engine)() as session:
+        assert session.get(TokenRow, token_id).revoked_at is not None  # type: ignore[union-attr]
+    engine.dispose()
+
+
+@pytest.mark.parametrize("command", [["token", "create", "alice"], ["token", "revoke", "gpt_x"]])
+def test_token_commands_refuse_a_home_without_a_store_and_create_none(
+    tmp_path: Path, command: list[str]
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    done = runner.invoke(app, [*command, "--home", str(elsewhere)])
+    assert done.exit_code == 5
+    assert f"no gpupool store at {elsewhere / 'gpupool.db'}" in done.output
+    assert "pass --home or set GPUPOOL_HOME" in done.output
+    assert not (elsewhere / "gpupool.db").exists()
 
 
 def test_token_create_for_an_unknown_user_fails(home_with_config: Path) -> None:

@@ -38,7 +38,7 @@ def test_teams_json(api: FakeApi, runner: CliRunner) -> None:
 
     result = runner.invoke(app, ["teams", "--json"])
 
-    assert [t["name"] for t in json.loads(result.stdout)] == ["team-a", "team-b"]
+    assert [t["name"] for t in json.loads(result.stdout)["items"]] == ["team-a", "team-b"]
 
 
 def test_pools(api: FakeApi, runner: CliRunner) -> None:
@@ -48,6 +48,23 @@ def test_pools(api: FakeApi, runner: CliRunner) -> None:
 
     assert result.exit_code == 0, result.output
     assert "local-h100" in result.stdout and "3/8" in result.stdout and "team-b" in result.stdout
+
+
+def test_pools_say_which_is_unavailable_and_why(api: FakeApi, runner: CliRunner) -> None:
+    down = pool_json(name="slurm-a100", available=False, message="sinfo: connection refused")
+    api.add("GET", "/v1/pools", json={"items": [pool_json(), down]})
+
+    table = runner.invoke(app, ["pools"], terminal_width=200)
+    listed = runner.invoke(app, ["pools", "--json"])
+
+    assert table.exit_code == 0, table.output
+    assert "unavailable: sinfo: connection refused" in table.stdout
+    assert [
+        (p["name"], p["available"], p["message"]) for p in json.loads(listed.stdout)["items"]
+    ] == [
+        ("local-h100", True, ""),
+        ("slurm-a100", False, "sinfo: connection refused"),
+    ]
 
 
 def test_whoami(api: FakeApi, runner: CliRunner) -> None:

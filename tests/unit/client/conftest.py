@@ -14,9 +14,13 @@ TOKEN = "tok-s3cret-value"
 
 
 @pytest.fixture(autouse=True)
-def _no_gpupool_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_gpupool_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     monkeypatch.delenv("GPUPOOL_URL", raising=False)
     monkeypatch.delenv("GPUPOOL_TOKEN", raising=False)
+    # No credential of a real `gpupool login` may be picked up.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
 
 
 @pytest.fixture

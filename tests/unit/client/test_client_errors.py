@@ -1,4 +1,5 @@
-"""Error bodies map back to typed exceptions: the inverse of the server's table (STYLE §9)."""
+"""Error bodies map back to typed exceptions: the inverse of the server's table (docs/code-style.md
+§9)."""
 
 from __future__ import annotations
 
@@ -203,3 +204,17 @@ def test_token_never_appears_in_errors_or_reprs(respond: Any) -> None:
     error = info.value
     for text in (str(error), repr(error), repr(sdk), str(error.details), str(error.__cause__)):
         assert TOKEN not in text
+
+
+def test_a_refused_request_says_which_field_and_why_when_printed() -> None:
+    details = [
+        {"field": "resources.gpu_types", "message": "unknown gpu type 'a100'; use h100 or t4"},
+        {"field": "resources.gpus", "message": "must be at most 8"},
+    ]
+    error = InvalidRequest("invalid request", details=details, status=422)
+    assert str(error) == (
+        "invalid request (resources.gpu_types: unknown gpu type 'a100'; use h100 or t4; "
+        "resources.gpus: must be at most 8)"
+    )
+    assert str(NotFound("no job with id 'j-1'")) == "no job with id 'j-1'"
+    assert str(ConfigInvalid("bad config", details=[{"line": 3}])) == "bad config"

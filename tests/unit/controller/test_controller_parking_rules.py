@@ -292,3 +292,17 @@ def test_no_parking_under_an_admission_bound() -> None:
     lot = Parking()
     parked_cycle(lot, full_cluster(), policy)
     assert not lot.teams
+
+
+def test_a_victim_past_its_minimum_run_time_decides_parked_teams_again() -> None:
+    """team-c's urgent job waits while team-c's running jobs are younger than their minimum run
+    time; nothing else changes, yet once they are old enough it must preempt one."""
+    policy = Policy(min_runtime_s={0: 50.0})
+    urgent = PendingJob("c-hi", "team-c", 10, 0.0, 4, gpu_types=("h100",))
+    lot = Parking()
+    first = parked_cycle(lot, full_cluster(urgent), policy)
+    assert not first.preemptions and "team-c" in lot.teams
+    later = replace(full_cluster(urgent), now=60.0)
+    result = parked_cycle(lot, later, policy)
+    assert result == run_cycle(later, policy)
+    assert [p.preemptor_id for p in result.preemptions] == ["c-hi"]

@@ -14,7 +14,7 @@ from gpupool.core.quota import (
     Quota,
     QuotaVerdict,
     check_quota,
-    dominant_share,
+    weighted_share,
 )
 
 
@@ -134,16 +134,31 @@ def test_borrowing_keeps_cohort_invariant(
     assert fresh == after
 
 
+_PRICES = {"h100": 4.0, "t4": 0.5}  # cluster value: 8 x 4 + 64 x 0.5 = 64
+
+
 @pytest.mark.parametrize(
-    ("borrowed", "weight", "want"),
+    ("borrowed", "weight", "prices", "want"),
     [
-        pytest.param({}, 1.0, 0.0, id="nothing borrowed"),
-        pytest.param({"h100": 2}, 1.0, 0.25, id="one type"),
-        pytest.param({"h100": 1, "t4": 32}, 1.0, 0.5, id="dominant type wins"),
-        pytest.param({"h100": 2}, 2.0, 0.125, id="weight divides"),
-        pytest.param({"h100": 2}, 0.0, math.inf, id="zero weight goes last"),
-        pytest.param({"gone": 5}, 1.0, 0.0, id="type without capacity is skipped"),
+        pytest.param({}, 1.0, None, 0.0, id="nothing borrowed"),
+        pytest.param({"h100": 2}, 1.0, None, 2 / 72, id="unweighted: a GPU is a GPU"),
+        pytest.param({"h100": 1, "t4": 32}, 1.0, None, 33 / 72, id="types add up"),
+        pytest.param({"h100": 2}, 1.0, _PRICES, 8 / 64, id="priced: an h100 is worth 4"),
+        pytest.param({"t4": 8}, 1.0, _PRICES, 4 / 64, id="priced: eight t4s are worth 4"),
+        pytest.param({"h100": 1, "t4": 8}, 1.0, _PRICES, 8 / 64, id="priced types add up"),
+        pytest.param({"h100": 2}, 2.0, _PRICES, 4 / 64, id="weight divides"),
+        pytest.param({"h100": 2}, 0.0, None, math.inf, id="zero weight goes last"),
+        pytest.param({"gone": 5}, 1.0, None, 0.0, id="type without capacity is skipped"),
     ],
 )
-def test_dominant_share(borrowed: dict[str, int], weight: float, want: float) -> None:
-    assert dominant_share(borrowed, {"h100": 8, "t4": 64}, weight) == want
+def test_weighted_share(
+    borrowed: dict[str, int], weight: float, prices: dict[str, float] | None, want: float
+) -> None:
+    assert weighted_share(borrowed, {"h100": 8, "t4": 64}, weight, prices) == pytest.approx(want)
+
+
+def test_one_h100_counts_more_than_one_t4_whatever_the_pool_sizes() -> None:
+    for capacity in ({"h100": 8, "t4": 64}, {"h100": 1000, "t4": 8}):
+        h100 = weighted_share({"h100": 1}, capacity, 1.0, _PRICES)
+        t4 = weighted_share({"t4": 1}, capacity, 1.0, _PRICES)
+        assert h100 == pytest.approx(8 * t4)

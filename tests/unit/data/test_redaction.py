@@ -168,6 +168,21 @@ CASES = [
         ),
         id="ordinary query parameters unchanged",
     ),
+    pytest.param(
+        Case(
+            "missing bearer token; pass 'Authorization: Bearer <token>' (bearer scheme)",
+            "missing bearer token; pass 'Authorization: Bearer <token>' (bearer scheme)",
+        ),
+        id="a hint about bearer tokens unchanged",
+    ),
+    pytest.param(
+        Case("Authorization: Bearer <tok>x1y2z3", f"Authorization: {MASK}", "x1y2z3"),
+        id="a token after a placeholder-like start still masked",
+    ),
+    pytest.param(
+        Case("Bearer tokenX9secret", f"Bearer {MASK}", "X9secret"),
+        id="a token that starts like a word still masked",
+    ),
 ]
 
 

@@ -1,4 +1,4 @@
-"""run_cycle as a table of named cases (DESIGN §5, STYLE §14)."""
+"""run_cycle as a table of named cases (docs/architecture.md §5, docs/code-style.md §14)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Preemption, starvation reservations and fair-share history as named cases (DESIGN §5.5-5.6).
+"""Preemption, starvation reservations and fair-share history as named cases (docs/architecture.md
+§5.5-5.6).
 
 Running jobs here sit on real nodes: the builders derive each node's ``used_*`` from the jobs
 placed on it, so a victim frees exactly the room it holds.

@@ -1,6 +1,7 @@
 """Invariants of preemption and starvation protection over random clusters (hypothesis).
 
-The checker recomputes quota and room from the snapshot alone (DESIGN §5.3-5.4 formulas), not
+The checker recomputes quota and room from the snapshot alone (docs/architecture.md §5.3-5.4
+formulas), not
 from the scheduler's working copy: a preemptor must fit once its victims (and every job already
 terminating) are gone from the snapshot.
 """
@@ -31,7 +32,8 @@ from support.scheduler_inputs import cluster_policies, clusters, without
 
 
 def fits(snapshot: Snapshot, job: PendingJob, gpu_type: str) -> bool:
-    """Quota by the DESIGN §5.3 formulas and room on ``nodes`` nodes of one usable pool."""
+    """Quota by the docs/architecture.md §5.3 formulas and room on ``nodes`` nodes of one usable
+    pool."""
 
     def quota(team: str) -> QuotaView:
         view = snapshot.teams.get(team)

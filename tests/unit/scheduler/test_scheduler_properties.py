@@ -1,7 +1,7 @@
 """Invariants of run_cycle over random clusters (hypothesis), checked by independent replay.
 
 The checker here recomputes capacity and quota from the snapshot and the admissions alone, with
-the formulas of DESIGN §5.3-5.4, rather than reusing the scheduler's working copy.
+the formulas of docs/architecture.md §5.3-5.4, rather than reusing the scheduler's working copy.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ CASES = [
                         backend: local
                         gpu_type: h100
                         node: {gpus: 4}
-                        autoscale: {mode: autoscale, min_nodes: 3, max_nodes: 1}  # <-
+                        autoscale: {mode: fixed, min_nodes: 3, max_nodes: 1}  # <-
                 """
             },
             path="pools[0].autoscale.max_nodes",
@@ -126,6 +126,44 @@ CASES = [
             hint="set max_nodes to at least 3",
         ),
         id="autoscale max below min",
+    ),
+    *(
+        pytest.param(
+            Case(
+                {
+                    "pools": f"""
+                        pools:
+                          - name: p
+                            backend: {backend}  # <-
+                            gpu_type: h100
+                            node: {{gpus: 4}}
+                    """
+                },
+                path="pools[0].backend",
+                message=f"backend '{backend}' has no adapter yet: jobs sent to pool 'p' could",
+                hint="use one of: local, slurm, ray",
+            ),
+            id=f"pool on {backend}, which has no adapter",
+        )
+        for backend in ("kubernetes", "azure-batch", "azure-ml")
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: local
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        autoscale: {mode: autoscale, min_nodes: 0, max_nodes: 4}  # <-
+                """
+            },
+            path="pools[0].autoscale.mode",
+            message="autoscaling is not implemented yet",
+            hint="use 'mode: fixed'",
+        ),
+        id="autoscale mode, which nothing implements",
     ),
     pytest.param(
         Case(
@@ -393,6 +431,95 @@ CASES = [
             hint="IANA zone name",
         ),
         id="timezone that no zone database has",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: slurm
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        options:
+                          partiton: h100  # <-
+                """
+            },
+            path="pools[0].options.partiton",
+            message="unknown slurm pool option 'partiton'",
+            hint="did you mean 'partition'?",
+        ),
+        id="slurm option with a typo",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: slurm  # <-
+                        gpu_type: h100
+                        node: {gpus: 4}
+                """
+            },
+            path="pools[0].backend",
+            message="needs options.partition",
+            hint="slurm backend's README",
+        ),
+        id="slurm pool without a partition",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: ray
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        options:  # <-
+                          address: 127.0.0.1:8265
+                """
+            },
+            path="pools[0].options",
+            message="must be the dashboard's http(s):// URL",
+            hint="ray backend's README",
+        ),
+        id="ray address without a scheme",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: local
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        options:
+                          max_log_byte: 100  # <-
+                """
+            },
+            path="pools[0].options.max_log_byte",
+            message="unknown local pool option 'max_log_byte'",
+            hint="did you mean 'max_log_bytes'?",
+        ),
+        id="local option with a typo",
+    ),
+    pytest.param(
+        Case(
+            {
+                "accounting": """
+                    accounting:
+                      accrual_interval_s: 60
+                      gap_after_s: 30  # <-
+                """
+            },
+            path="accounting.gap_after_s",
+            message="gap_after_s (30 s) is not longer than accrual_interval_s (60 s)",
+            hint="leave it out",
+        ),
+        id="ledger gap shorter than an accrual interval",
     ),
 ]
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -14,28 +12,11 @@ from sqlalchemy.exc import IntegrityError
 
 from gpupool.auth.tokens import create_token, verify_token
 from gpupool.core.errors import Unauthenticated
-from gpupool.state.db import StoreError, make_engine, session_factory, upgrade
+from gpupool.state.db import StoreError, session_factory, upgrade
 from gpupool.state.models import Base, JobRow
 from support.rows import queued_job
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'store.db'}"
-    else:
-        url = request.getfixturevalue("postgres_url")
-    built = make_engine(url)
-    with built.begin() as conn:  # each test starts from an empty schema
-        Base.metadata.drop_all(conn)
-        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
-    upgrade(built)
-    try:
-        yield built
-    finally:
-        built.dispose()
 
 
 def job(job_id: str, user: str = "alice", key: str | None = None) -> JobRow:
@@ -62,7 +43,7 @@ def test_migrations_match_the_models(engine: Engine) -> None:
 def test_upgrade_is_idempotent(engine: Engine) -> None:
     upgrade(engine)
     with engine.connect() as conn:
-        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0010"
+        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0011"
 
 
 def test_times_come_back_aware_utc(engine: Engine) -> None:

@@ -1,4 +1,4 @@
-"""Translate the local backend's OS errors into backend errors (STYLE §8).
+"""Translate the local backend's OS errors into backend errors (docs/code-style.md §8).
 
 The local backend's "system" is the file system and the process table. Running out of
 something (disk, file descriptors, processes, memory) passes: retry later. Being refused by

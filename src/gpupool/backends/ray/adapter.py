@@ -1,4 +1,5 @@
-"""The Ray backend: every attempt is one Ray Job, submitted through the Jobs API (DESIGN §6).
+"""The Ray backend: every attempt is one Ray Job, submitted through the Jobs API
+(docs/architecture.md §6).
 
 Invariants:
 

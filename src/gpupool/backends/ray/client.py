@@ -1,7 +1,7 @@
 """The slice of Ray's ``JobSubmissionClient`` the adapter uses, and the factory that builds one.
 
 Ray is imported here, lazily, inside :func:`ray_jobs_client`, and nowhere else in gpupool.
-Tests pass the adapter a fake with the same methods instead (STYLE §12).
+Tests pass the adapter a fake with the same methods instead (docs/code-style.md §12).
 
 The SDK sends every request without a timeout, so a dashboard that accepts a connection and
 never answers would hang the control plane. :func:`ray_jobs_client` therefore subclasses the

@@ -1,4 +1,4 @@
-"""Translate what Ray's Jobs SDK raises into backend errors (STYLE §8).
+"""Translate what Ray's Jobs SDK raises into backend errors (docs/code-style.md §8).
 
 The SDK (``ray.job_submission.JobSubmissionClient``) speaks HTTP through ``requests``. It
 raises the builtin ``ConnectionError`` when the dashboard cannot be reached while it checks the

@@ -1,4 +1,4 @@
-"""The Slurm backend: every attempt is one Slurm batch job (DESIGN §6, D3).
+"""The Slurm backend: every attempt is one Slurm batch job (docs/architecture.md §6, D3).
 
 Slurm has no client-chosen job ids, so the key is the job's *name* (``gpupool-<key>``, also in
 its comment) and the attempt's directory (:mod:`.attempt`) holds what Slurm may forget.

@@ -1,4 +1,5 @@
-"""Running Slurm's client commands (sbatch, squeue, scancel, sinfo), injected (STYLE §12).
+"""Running Slurm's client commands (sbatch, squeue, scancel, sinfo), injected (docs/code-style.md
+§12).
 
 The adapter never calls :mod:`subprocess` itself: it is given a :class:`CommandRunner`.
 :class:`SubprocessRunner` runs the real commands; :class:`FakeRunner` answers from a script and

@@ -1,4 +1,4 @@
-"""Translate Slurm's failures into backend errors (STYLE §8).
+"""Translate Slurm's failures into backend errors (docs/code-style.md §8).
 
 A Slurm client reports everything the same way: a non-zero exit and a line on stderr. The
 table :data:`ERROR_TABLE` classifies those lines by what the caller should do:

@@ -5,7 +5,8 @@ Everything Slurm needs is in ``#SBATCH`` lines, so the script is the whole reque
 
 1. records ``$SLURM_JOB_ID`` in the attempt dir (a submit that died before bookkeeping can
    still find its job);
-2. exports the contract environment (DESIGN §6), values quoted with :func:`shlex.quote`.
+2. exports the contract environment (docs/architecture.md §6), values quoted with
+:func:`shlex.quote`.
    ``CUDA_VISIBLE_DEVICES`` is Slurm's own, derived from the job's gres allocation (the user's
    ``env`` cannot override it); a job without GPUs gets it empty;
 3. runs the command: directly on one node, with ``srun`` (one task per node) for a gang, and

@@ -1,4 +1,4 @@
-"""The grant value types and the scope of one attempt's grant (DESIGN §8).
+"""The grant value types and the scope of one attempt's grant (docs/architecture.md §8).
 
 A grant gives one attempt of a job:
 

@@ -29,5 +29,8 @@ def list_pools(runtime: RuntimeDep, principal: PrincipalDep) -> PoolList:
 @router.get("/whoami", response_model=WhoAmI, responses=ERRORS)
 def whoami(principal: PrincipalDep) -> WhoAmI:
     return WhoAmI(
-        user=principal.user, platform_admin=principal.platform_admin, teams=dict(principal.roles)
+        user=principal.user,
+        platform_admin=principal.platform_admin,
+        teams=dict(principal.roles),
+        auditor=principal.auditor,
     )

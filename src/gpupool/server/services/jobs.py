@@ -18,10 +18,11 @@ from typing import Any
 
 from gpupool.auth.principal import Action, Principal, authorize
 from gpupool.config import ServerLimits
+from gpupool.controller.backoff import PoolHealth
 from gpupool.controller.clock import Clock
 from gpupool.core.arrays import parse_array, task_id
 from gpupool.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
-from gpupool.core.jobs import ACTIVE, TERMINAL, JobStatus
+from gpupool.core.jobs import ACTIVE, SHOWN_STATUSES, TERMINAL, JobStatus, shown_status
 from gpupool.server.cursors import decode_job_cursor, encode_job_cursor
 from gpupool.server.schemas import (
     ArrayOut,
@@ -43,6 +44,7 @@ from gpupool.server.views import job_out
 from gpupool.spec.models import ClusterConfig
 from gpupool.state import jobs, queue
 from gpupool.state.db import IntegrityError, Session, SessionFactory
+from gpupool.state.group_commit import GroupCommit
 from gpupool.state.models import AttemptRow, JobRow
 
 MAX_PAGE = 500
@@ -59,12 +61,15 @@ class JobService:
         clock: Clock,
         wake: Callable[[], None] = lambda: None,
         limits: ServerLimits = ServerLimits(),
+        pool_health: Callable[[str], PoolHealth] | None = None,
     ) -> None:
         self._sessions = sessions
         self._config = config
         self._clock = clock
         self._wake = wake
         self._limits = limits
+        self._group = GroupCommit(sessions)
+        self._pool_health = pool_health
 
     # -- submit ---------------------------------------------------------------------------
 
@@ -90,14 +95,15 @@ class JobService:
             idempotency_key=checked.key,
             idempotency_digest=None if checked.key is None else checked.digest,
         )
+
+        def write(session: Session) -> None:
+            jobs.add(session, row)
+            jobs.add_event(session, job_id, row.submitted_at, "submitted", f"by {principal.user}")
+            if audit is not None:
+                audit(session, job_id, checked.team)
+
         try:
-            with self._sessions.begin() as session:
-                jobs.add(session, row)
-                jobs.add_event(
-                    session, job_id, row.submitted_at, "submitted", f"by {principal.user}"
-                )
-                if audit is not None:
-                    audit(session, job_id, checked.team)
+            self._group.run(write)  # one commit for the submits that arrive together
         except IntegrityError:
             # A concurrent request with the same key won the race: return its job.
             if checked.key is not None:
@@ -298,8 +304,8 @@ class JobService:
             teams = [team]
         else:
             teams = principal.readable_teams(sorted(config.teams))
-        if status is not None and status not in {s.value for s in JobStatus}:
-            known = ", ".join(s.value for s in JobStatus)
+        if status is not None and status not in SHOWN_STATUSES:
+            known = ", ".join(SHOWN_STATUSES)
             raise InvalidRequest(
                 "unknown status", [{"field": "status", "message": f"use one of: {known}"}]
             )
@@ -338,8 +344,24 @@ class JobService:
             job_id=row.id,
             status=row.status,
             last_considered_at=considered if row.status == JobStatus.QUEUED else row.reasons_at,
-            summary=_why_summary(row, reasons),
+            summary=self._backend_wait(row) or _why_summary(row, reasons),
             reasons=reasons if row.status == JobStatus.QUEUED else [],
+        )
+
+    def _backend_wait(self, row: JobRow) -> str | None:
+        """For an admitted job whose pool's backend cannot be reached: that, and when it is
+        tried again (None otherwise). It keeps its place and its GPUs meanwhile."""
+        if row.status != JobStatus.ADMITTED or row.pool is None or self._pool_health is None:
+            return None
+        health = self._pool_health(row.pool)
+        if health.available:
+            return None
+        retry = ""
+        if health.retry_at is not None:
+            retry = f"; tried again in {max(0.0, health.retry_at - self._clock.monotonic()):.0f} s"
+        return (
+            f"admitted on {row.pool}, whose backend cannot be reached: "
+            f"{health.message or 'no reason given'}{retry} (the job keeps its place and GPUs)"
         )
 
     # -- mutate ---------------------------------------------------------------------------
@@ -438,7 +460,7 @@ def _array_out(session: Session, first: JobRow) -> ArrayOut:
 def _why_summary(row: JobRow, reasons: Sequence[ReasonOut]) -> str:
     if row.status != JobStatus.QUEUED:
         where = f" on {row.pool}" if row.pool else ""
-        return f"job is {row.status}{where}; it is not waiting"
+        return f"job is {shown_status(row.status, row.cancel_requested)}{where}; it is not waiting"
     if not reasons:
         return "job is queued and has not been considered by the scheduler yet"
     return "waiting: " + "; ".join(f"{r.gpu_type}: {r.message}" for r in reasons)

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from gpupool.auth.principal import Action, Principal
+from gpupool.backends.registry import runs_gangs
 from gpupool.config import LIMIT_VARIABLES, ServerLimits
 from gpupool.core.errors import InvalidRequest
 from gpupool.data.paths import check_job_paths
@@ -176,6 +177,13 @@ def check_against_config(body: JobSubmit, team: str, config: ClusterConfig) -> l
         raise InvalidRequest(_summary(problems), problems)
     types = body.resources.gpu_types or config.gpu_type_order()
     usable = _feasible_types(body, team, config, types)
+    if not usable and body.resources.nodes > 1:
+        sized = _feasible_types(body, team, config, types, gangs_only=False)
+        if sized:  # large enough pools exist, but none whose backend runs multi-node jobs
+            raise InvalidRequest(
+                "no pool could ever run this job",
+                [{"field": "resources.nodes", "message": _no_gang_message(body, config, sized)}],
+            )
     if not usable:
         raise InvalidRequest(
             "no pool could ever run this job",
@@ -196,8 +204,10 @@ def _pools_for(team: str, config: ClusterConfig, gpu_type: str, backend: str) ->
 
 
 def _feasible_types(
-    body: JobSubmit, team: str, config: ClusterConfig, types: list[str]
+    body: JobSubmit, team: str, config: ClusterConfig, types: list[str], gangs_only: bool = True
 ) -> list[str]:
+    """The gpu types with a pool large enough for the job, and, for a multi-node job (unless
+    ``gangs_only`` is off), whose backend runs multi-node jobs."""
     res = body.resources
     return [
         t
@@ -207,9 +217,20 @@ def _feasible_types(
             and p.nodes >= res.nodes
             and p.node.cpus >= res.cpus
             and p.node.memory_gb >= res.memory_gb
+            and (res.nodes == 1 or not gangs_only or runs_gangs(p.backend))
             for p in _pools_for(team, config, t, body.backend)
         )
     ]
+
+
+def _no_gang_message(body: JobSubmit, config: ClusterConfig, types: list[str]) -> str:
+    single = sorted({p.backend for p in config.pools if p.gpu_type in types})
+    gangs = sorted({p.backend for p in config.pools if runs_gangs(p.backend)})
+    fix = f"use a pool on {', '.join(gangs)}" if gangs else "no configured backend runs them"
+    return (
+        f"asked for {body.resources.nodes} nodes, but the pools that could hold them run on "
+        f"{', '.join(single)}, which run single-node jobs only; use nodes: 1, or {fix}"
+    )
 
 
 def _infeasible_message(body: JobSubmit, team: str, config: ClusterConfig, types: list[str]) -> str:

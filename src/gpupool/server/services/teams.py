@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from datetime import UTC, datetime
 
+from gpupool.accounting.budgets import BudgetState, month_at
+from gpupool.accounting.pricing import MS_PER_HOUR
 from gpupool.auth.principal import Action, Principal, authorize
 from gpupool.controller.backoff import PoolHealth
+from gpupool.controller.budgets import budget_states
 from gpupool.core.errors import NotFound
 from gpupool.core.jobs import ACTIVE, JobStatus
 from gpupool.server.schemas import PoolList, PoolOut, TeamList, TeamOut, TeamQuotaOut
 from gpupool.spec.models import ClusterConfig
+from gpupool.state import budgets as budget_store
 from gpupool.state import queue
 from gpupool.state.db import SessionFactory
 
@@ -23,10 +28,36 @@ class TeamService:
         sessions: SessionFactory,
         config: Callable[[], ClusterConfig],
         health: Callable[[str], PoolHealth] = lambda _pool: PoolHealth(available=True),
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
         self._sessions = sessions
         self._config = config
         self._health = health
+        self._now = now
+
+    def _period(
+        self, config: ClusterConfig
+    ) -> tuple[dict[str, float], float, dict[str, BudgetState]]:
+        """This month's GPU-hours per team and of all teams, and each team's tightest budget
+        (the one used the most, in percent)."""
+        now = self._now()
+        month = month_at(config.accounting, now)
+        with self._sessions() as session:
+            used = budget_store.gpu_ms(session, month.start, month.end, now)
+            states = (
+                budget_states(session, config, now)
+                if any(t.budgets for t in config.teams.values())
+                else []
+            )
+        hours: dict[str, float] = defaultdict(float)
+        for (team, *_), gpu_ms in used.items():
+            hours[team] += gpu_ms / MS_PER_HOUR
+        tightest: dict[str, BudgetState] = {}
+        for state in states:
+            known = tightest.get(state.team)
+            if known is None or state.percent > known.percent:
+                tightest[state.team] = state
+        return hours, sum(hours.values()), tightest
 
     def _usage(self) -> tuple[dict[str, Counter[str]], dict[str, Counter[str]], Counter[str]]:
         """GPUs in use and borrowed per team per gpu type; GPUs allocated per pool."""
@@ -49,8 +80,20 @@ class TeamService:
         config = self._config()
         names = principal.readable_teams(sorted(config.teams))
         usage, counts = self._usage(), self._counts()  # once for the page, not per team
+        period = self._period(config)
         return TeamList(
-            items=[self._team(config, n, usage, counts, with_members=False) for n in names]
+            items=[
+                self._team(
+                    config,
+                    n,
+                    usage,
+                    counts,
+                    with_members=False,
+                    period=period,
+                    budget_shown=administers(principal, n),
+                )
+                for n in names
+            ]
         )
 
     def get(self, principal: Principal, name: str) -> TeamOut:
@@ -58,7 +101,15 @@ class TeamService:
         if name not in config.teams:
             raise NotFound(f"no team named {name!r}")
         authorize(principal, Action.READ, name)
-        return self._team(config, name, self._usage(), self._counts(), with_members=True)
+        return self._team(
+            config,
+            name,
+            self._usage(),
+            self._counts(),
+            with_members=True,
+            period=self._period(config),
+            budget_shown=administers(principal, name),
+        )
 
     def _team(
         self,
@@ -68,6 +119,8 @@ class TeamService:
         counts: dict[tuple[str, str], int],
         *,
         with_members: bool,
+        period: tuple[dict[str, float], float, dict[str, BudgetState]] | None = None,
+        budget_shown: bool = False,
     ) -> TeamOut:
         team = config.teams[name]
         used, borrowed, _ = usage
@@ -82,7 +135,14 @@ class TeamService:
             )
             for t in gpu_types
         }
+        hours, total, tightest = period or ({}, 0.0, {})
+        budget = tightest.get(name) if budget_shown else None  # budgets: admins only
         return TeamOut(
+            usage_gpu_hours=round(hours.get(name, 0.0), 3),
+            usage_share=round(hours.get(name, 0.0) / total, 4) if total else 0.0,
+            budget_remaining=None if budget is None else round(budget.remaining, 3),
+            budget_unit=None if budget is None else budget.unit,
+            budget_status=None if budget is None else budget.status,
             name=name,
             cohort=team.cohort,
             weight=team.weight,
@@ -113,3 +173,8 @@ class TeamService:
                 for p in config.pools
             ]
         )
+
+
+def administers(principal: Principal, team: str) -> bool:
+    """Platform admins and the team's admins see its budgets."""
+    return principal.platform_admin or principal.roles.get(team) == "admin"

@@ -1,15 +1,15 @@
 """job checkpoint interval: how often the job saves its own work (GPUPOOL_CHECKPOINT_INTERVAL_S)
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 Create Date: 2027-02-01 12:00:00.000000
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
