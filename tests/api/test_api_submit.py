@@ -26,6 +26,14 @@ def test_submit_returns_a_queued_job_with_server_fields(api: Api) -> None:
     assert str(job["id"]).startswith("j-")
 
 
+def test_submit_keeps_the_checkpoint_interval(api: Api) -> None:
+    job = api.submit("alice", command=["true"], checkpoint_interval_s=900)
+    assert job["checkpoint_interval_s"] == 900
+    shown = api.client.get(f"/v1/jobs/{job['id']}", headers=api.as_("alice")).json()
+    assert shown["checkpoint_interval_s"] == 900
+    assert api.submit("alice", command=["true"])["checkpoint_interval_s"] is None
+
+
 @dataclass
 class Bad:
     body: dict[str, Any]
@@ -78,6 +86,10 @@ BAD = [
     ),
     pytest.param(
         Bad({"command": ["true"], "team": "team-z"}, {"team"}, "known teams"), id="unknown team"
+    ),
+    pytest.param(
+        Bad({"command": ["true"], "checkpoint_interval_s": 0}, {"checkpoint_interval_s"}),
+        id="checkpoint interval of 0 s",
     ),
     pytest.param(
         Bad({"command": ["true"]}, {"team"}, "name the team", user="admin"),

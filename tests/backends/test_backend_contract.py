@@ -163,6 +163,18 @@ def test_the_job_sees_the_environment_contract(harness: Harness) -> None:
         assert seen["CT_OBS"]  # the user's env arrives (MY_SETTING is not captured by prefix)
 
 
+def test_a_job_that_checkpoints_sees_its_interval(harness: Harness) -> None:
+    checkpoints = harness.spec("ckpt", checkpoint_interval_s=900)
+    plain = harness.spec("plain")
+    harness.wait(harness.backend.submit(checkpoints))
+    harness.wait(harness.backend.submit(plain))
+
+    seen, alone = harness.env_seen(checkpoints), harness.env_seen(plain)
+
+    assert seen["GPUPOOL_CHECKPOINT_INTERVAL_S"] == "900"
+    assert "GPUPOOL_CHECKPOINT_INTERVAL_S" not in alone
+
+
 def test_a_task_of_a_job_array_sees_its_array_and_index(harness: Harness) -> None:
     task = harness.spec("arr_7", array_id="a-0123456789ab", array_index=7)
     single = harness.spec("single")

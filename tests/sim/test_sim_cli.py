@@ -23,10 +23,13 @@ METRIC_KEYS = {
     "p99_jct_s",
     "avg_queue_s",
     "p50_queue_s",
+    "p90_queue_s",
     "p99_queue_s",
     "utilization",
     "makespan_s",
     "preemptions",
+    "preemptions_per_job",
+    "lost_gpu_hours",
     "borrowed_gpu_hours",
     "quota_violation_s",
     "jain_fairness",
@@ -85,9 +88,32 @@ def test_writes_metrics_jobs_and_report(inputs: tuple[Path, Path], tmp_path: Pat
     assert a2["gpupool"]["start_s"] == "0" and a2["hard-quota-fifo"]["start_s"] == "600"
     report = (out / "report.html").read_text()
     assert report.count("<svg") == 3 and "Queueing delay CDF" in report
+    # Every team waits less sharing than behind its own quota here: nobody is flagged.
+    sharing = metrics["gpupool"]["sharing_incentive"]
+    assert sharing["measured"] and sharing["teams_above_1"] == []
+    assert sharing["teams"]["team-a"]["avg_ratio"] < 1
+    assert set(metrics["gpupool"]["targets"]) == {
+        "teams_sharing_incentive",
+        "p99_queue_vs_fifo",
+        "jain_vs_hard_quota_fifo",
+        "jain_vs_fifo",
+        "utilization_vs_fifo",
+    }
+    assert all(t["met"] in (True, False) for t in metrics["gpupool"]["targets"].values())
+    assert (
+        "targets" not in metrics["fifo"] and "sharing_incentive" not in metrics["hard-quota-fifo"]
+    )
+    assert "Sharing incentive" in report and "Targets" in result.output
 
 
-def test_philly_sample_runs(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("flag", "want_policies"),
+    [
+        pytest.param([], {"gpupool", *POLICIES}, id="the baselines are added"),
+        pytest.param(["--no-baselines"], {"gpupool"}, id="--no-baselines runs gpupool alone"),
+    ],
+)
+def test_philly_sample_runs(tmp_path: Path, flag: list[str], want_policies: set[str]) -> None:
     sample = tmp_path / "philly.csv"
     with (PHILLY / "philly.csv").open() as handle:
         sample.write_text("".join(line for _, line in zip(range(301), handle, strict=False)))
@@ -108,13 +134,19 @@ def test_philly_sample_runs(tmp_path: Path) -> None:
             "gpupool",
             "--out",
             str(out),
+            *flag,
         ],
     )
     assert result.exit_code == 0, result.output
     metrics = json.loads((out / "metrics.json").read_text())
-    assert set(metrics) == {"gpupool"}
+    assert set(metrics) == want_policies
     assert metrics["gpupool"]["jobs"] == 300
     assert metrics["gpupool"]["completed"] + metrics["gpupool"]["unschedulable"] == 300
+    measured = metrics["gpupool"]["sharing_incentive"]["measured"]
+    assert measured == ("hard-quota-fifo" in want_policies)
+    if not measured:  # nothing to compare with: said, not guessed
+        assert all(t["met"] is None for t in metrics["gpupool"]["targets"].values())
+        assert "did not run" in metrics["gpupool"]["targets"]["jain_vs_fifo"]["note"]
 
 
 @pytest.mark.parametrize(

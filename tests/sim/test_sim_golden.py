@@ -39,8 +39,10 @@ CONFIG = ClusterConfig(
 NOMINAL = {"a": 2, "b": 2}
 
 
-def job(job_id: str, at: float, duration: float, gpus: int, team: str) -> TraceJob:
-    return TraceJob(job_id, at, duration, gpus, team)
+def job(
+    job_id: str, at: float, duration: float, gpus: int, team: str, checkpoint: int | None = None
+) -> TraceJob:
+    return TraceJob(job_id, at, duration, gpus, team, checkpoint_interval_s=checkpoint)
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class Case:
     want_preemptions: int = 0
     want_violation_s: dict[str, float] = field(default_factory=dict)
     want_borrowed_gpu_s: float = 0.0
+    want_lost_gpu_s: dict[str, float] = field(default_factory=dict)
 
 
 BORROW = [job("a1", 0, 100, 2, "a"), job("a2", 0, 50, 2, "a")]
@@ -59,6 +62,8 @@ BORROW = [job("a1", 0, 100, 2, "a"), job("a2", 0, 50, 2, "a")]
 HEAD_OF_LINE = [job("a1", 0, 100, 1, "a"), job("a2", 0, 100, 2, "a"), job("a3", 0, 100, 1, "a")]
 # a borrows all 4 GPUs; b's job at 100 reclaims 2 of them.
 RECLAIM = [job("a1", 0, 1000, 2, "a"), job("a2", 0, 1000, 2, "a"), job("b1", 100, 200, 2, "b")]
+# The same, a1 checkpointing every 30 s of work: preempted after 100 s, it keeps 90.
+RECLAIM_CHECKPOINTED = [job("a1", 0, 1000, 2, "a", checkpoint=30), *RECLAIM[1:]]
 
 # Five GPU-less jobs of a. Its cap: nominal 2 x 2 CPUs per GPU (4 GPUs, 8 CPUs a node),
 # each job counting one CPU: four run at once.
@@ -109,14 +114,28 @@ CASES = [
             RECLAIM,
             # b1 reclaims at the cycle at 100; the victim (a1: of two jobs started together the
             # order ends in the id) ends at once and b1 starts at the next tick, 50 ms later.
-            # a1 resumes when b1 ends, with 900 s of work left.
-            {"a1": (0, 300.05 + 900), "b1": (100.05, 300.05), "a2": (0, 1000)},
+            # a1 starts again when b1 ends and runs its 1000 s from the start: its first 100 s
+            # on 2 GPUs are lost.
+            {"a1": (0, 300.05 + 1000), "b1": (100.05, 300.05), "a2": (0, 1000)},
             want_preemptions=1,
             # Borrowing is recorded per admission: a2 was admitted above nominal (0-1000), a1's
-            # second attempt too (900 s).
-            want_borrowed_gpu_s=2 * 1000 + 2 * 900,
+            # second attempt too (1000 s).
+            want_borrowed_gpu_s=2 * 1000 + 2 * 1000,
+            want_lost_gpu_s={"a1": 2 * 100},
         ),
-        id="reclaim: b's job within nominal preempts a borrowing job of a",
+        id="reclaim: b's job within nominal preempts a borrowing job of a, which starts over",
+    ),
+    pytest.param(
+        Case(
+            "gpupool",
+            RECLAIM_CHECKPOINTED,
+            # a1's second attempt resumes from its checkpoint at 90 s: 910 s left.
+            {"a1": (0, 300.05 + 910), "b1": (100.05, 300.05), "a2": (0, 1000)},
+            want_preemptions=1,
+            want_borrowed_gpu_s=2 * 1000 + 2 * 910,
+            want_lost_gpu_s={"a1": 2 * 10},
+        ),
+        id="reclaim of a job that checkpoints: it resumes from its last checkpoint",
     ),
     pytest.param(
         Case("gpupool", GPULESS, {**dict.fromkeys(GPULESS_FIRST, (0, 100)), "g4": (100, 200)}),
@@ -148,6 +167,8 @@ def test_golden(case: Case) -> None:
     for team, seconds in case.want_violation_s.items():
         assert outcome.quota_violation_s.get(team, 0.0) == pytest.approx(seconds)
     assert outcome.borrowed_gpu_s == pytest.approx(case.want_borrowed_gpu_s)
+    lost = {r.trace.job_id: r.lost_gpu_s for r in outcome.jobs if r.lost_gpu_s}
+    assert lost == pytest.approx(case.want_lost_gpu_s)
 
 
 def _metrics(outcome: Outcome) -> dict[str, object]:

@@ -40,6 +40,18 @@ CASES = [
     ),
     pytest.param(
         Case(
+            "submit_time,duration_s,gpus,team,checkpoint_interval_s\n0,60,1,a,600\n1,60,1,a,\n"
+            "2,60,1,a,0\n",
+            want_jobs=[
+                TraceJob("j2", 0.0, 60.0, 1, "a", checkpoint_interval_s=600),
+                TraceJob("j3", 1.0, 60.0, 1, "a"),
+            ],
+            want_problems=["line 4: checkpoint_interval_s must be a whole number >= 1"],
+        ),
+        id="checkpoint intervals: whole seconds, empty = none",
+    ),
+    pytest.param(
+        Case(
             "submit_time,duration_s,gpus,team\n0,100,1,a\n5,-3,1,a\n6,10,1.5,a\n7,10,1,\n"
             "soon,10,1,a\n",
             want_jobs=[TraceJob("j2", 0.0, 100.0, 1, "a")],

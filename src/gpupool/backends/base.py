@@ -63,6 +63,9 @@ class JobSpec:
     # Tasks of a job array: the array's id and this task's index (None: not in an array).
     array_id: str | None = None
     array_index: int | None = None
+    # Seconds of work between the job's own checkpoints (None: it declared none); the job
+    # reads it as GPUPOOL_CHECKPOINT_INTERVAL_S.
+    checkpoint_interval_s: int | None = None
 
     @property
     def key(self) -> str:
@@ -196,6 +199,8 @@ def contract_env(spec: JobSpec, workdir: str, inputs: str, outputs: str) -> dict
     if spec.array_id is not None and spec.array_index is not None:
         env["GPUPOOL_ARRAY_JOB_ID"] = spec.array_id
         env["GPUPOOL_ARRAY_INDEX"] = str(spec.array_index)
+    if spec.checkpoint_interval_s is not None:
+        env["GPUPOOL_CHECKPOINT_INTERVAL_S"] = str(spec.checkpoint_interval_s)
     if spec.grant is not None:
         env.update(spec.grant.env())
     return env

@@ -79,6 +79,14 @@ def submit(
     max_runtime: Annotated[
         int | None, typer.Option(min=1, help="Maximum runtime in seconds.")
     ] = None,
+    checkpoint_interval: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Seconds of work between the job's own checkpoints (it sees "
+            "GPUPOOL_CHECKPOINT_INTERVAL_S); a preempted attempt resumes from the last one.",
+        ),
+    ] = None,
     input_: Annotated[
         list[str] | None,
         typer.Option(
@@ -146,6 +154,7 @@ def submit(
             backend=backend,
             env=parse_env(env or []),
             max_runtime_s=max_runtime,
+            checkpoint_interval_s=checkpoint_interval,
             inputs=input_,
             outputs=output_,
             idempotency_key=idempotency_key,

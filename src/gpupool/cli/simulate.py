@@ -53,6 +53,13 @@ def simulate(
     workers: Annotated[
         int, typer.Option(min=1, help="Simulate this many policies at once, in processes.")
     ] = 1,
+    baselines: Annotated[
+        bool,
+        typer.Option(
+            help="Also run hard-quota-fifo and fifo when not asked for: the sharing incentive "
+            "and the targets compare with them."
+        ),
+    ] = True,
 ) -> None:
     """Replay a trace through the production scheduler on a virtual clock, one run per policy,
     and write metrics.json, jobs.csv and report.html to --out."""
@@ -62,7 +69,13 @@ def simulate(
 
     from gpupool.core.errors import ConfigInvalid
     from gpupool.sim.cluster import POLICIES
-    from gpupool.sim.report import table_rows
+    from gpupool.sim.report import (
+        SHARING_HEAD,
+        TARGETS_HEAD,
+        sharing_rows,
+        table_rows,
+        target_rows,
+    )
     from gpupool.sim.run import Request, SimulationError, prepare, simulate_all, write_outputs
     from gpupool.sim.trace import TraceError
 
@@ -82,6 +95,7 @@ def simulate(
         since=since,
         until=until,
         dedicated_pools=dedicated_pools,
+        baselines=baselines,
     )
     try:
         prepared = prepare(request)
@@ -104,6 +118,9 @@ def simulate(
         f"{len(prepared.jobs):,} jobs of {len({j.team for j in prepared.jobs})} teams on "
         f"{gpus:,} GPUs; policies: {', '.join(s.name for s in prepared.setups)}"
     )
+    added = [s.name for s in prepared.setups if s.name not in request.policies]
+    if added:
+        console.print(f"({', '.join(added)} added as baselines; --no-baselines to skip them)")
     columns = (
         TextColumn("{task.description:>16}"),
         BarColumn(),
@@ -126,6 +143,18 @@ def simulate(
     for row in table_rows(metrics):
         table.add_row(*row)
     Console().print(table)
+    for caption, head, rows in (
+        ("Sharing incentive: queueing delay against hard-quota-fifo", SHARING_HEAD, sharing_rows),
+        ("Targets", TARGETS_HEAD, target_rows),
+    ):
+        found = rows(metrics)
+        if found:
+            extra = Table(title=caption)
+            for name in head:
+                extra.add_column(name)
+            for row in found:
+                extra.add_row(*row)
+            Console().print(extra)
     for path in paths:
         typer.echo(f"wrote {path}", err=True)
 

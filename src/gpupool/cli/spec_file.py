@@ -24,6 +24,7 @@ FLAG_FIELDS = {
     "kind": "kind",
     "backend": "backend",
     "max_runtime": "max_runtime_s",
+    "checkpoint_interval": "checkpoint_interval_s",
     "array": "array",
     "input_": "inputs",
     "output_": "outputs",

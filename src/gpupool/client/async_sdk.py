@@ -68,6 +68,7 @@ class AsyncClient:
         backend: str | None = None,
         inputs: list[str] | None = None,
         outputs: list[str] | None = None,
+        checkpoint_interval_s: int | None = None,
     ) -> Job:
         """See ``Client.submit``."""
         body = wire.submit_body(
@@ -86,6 +87,7 @@ class AsyncClient:
             inputs=inputs,
             outputs=outputs,
             max_runtime_s=max_runtime_s,
+            checkpoint_interval_s=checkpoint_interval_s,
         )
         headers = wire.submit_headers(idempotency_key)
         answer = await self._request("POST", f"{wire.API}/jobs", json=body, headers=headers)

@@ -83,6 +83,7 @@ class Job(ReadModel):
     env: dict[str, str] = Field(default_factory=dict)
     resources: Resources = Resources()
     max_runtime_s: int | None = None
+    checkpoint_interval_s: int | None = None
     inputs: list[str] = Field(default_factory=list)
     outputs: list[str] = Field(default_factory=list)
     submitted_at: datetime | None = None

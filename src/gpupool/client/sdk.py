@@ -104,6 +104,7 @@ class Client:
         backend: str | None = None,
         inputs: list[str] | None = None,
         outputs: list[str] | None = None,
+        checkpoint_interval_s: int | None = None,
     ) -> Job:
         """Submit a job. ``gpus`` is per node; ``gpu_types`` is an ordered preference.
 
@@ -125,6 +126,7 @@ class Client:
             inputs=inputs,
             outputs=outputs,
             max_runtime_s=max_runtime_s,
+            checkpoint_interval_s=checkpoint_interval_s,
         )
         headers = wire.submit_headers(idempotency_key)
         return Job.model_validate(

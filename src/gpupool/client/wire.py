@@ -52,6 +52,7 @@ SUBMIT_DEFAULTS: dict[str, Any] = {
     "inputs": None,
     "outputs": None,
     "max_runtime_s": None,
+    "checkpoint_interval_s": None,
 }
 
 
@@ -91,6 +92,7 @@ def submit_body(
     inputs: list[str] | None,
     outputs: list[str] | None,
     max_runtime_s: int | None,
+    checkpoint_interval_s: int | None = None,
 ) -> dict[str, Any]:
     if isinstance(command, str):
         # A bare string would be sent as one argv element and fail on the node; say so now.
@@ -117,6 +119,7 @@ def submit_body(
             "inputs": list(inputs) if inputs else None,
             "outputs": list(outputs) if outputs else None,
             "max_runtime_s": max_runtime_s,
+            "checkpoint_interval_s": checkpoint_interval_s,
         }
     )
 

@@ -598,4 +598,5 @@ def job_spec(job: JobRow, attempt: AttemptRow, config: ClusterConfig) -> JobSpec
         outputs=tuple(job.outputs),
         array_id=job.array_id,
         array_index=job.array_index,
+        checkpoint_interval_s=job.checkpoint_interval_s,
     )

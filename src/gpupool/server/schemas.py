@@ -67,6 +67,13 @@ class JobSubmit(_Write):
     inputs: list[str] = Field(default_factory=list)
     outputs: list[str] = Field(default_factory=list)
     max_runtime_s: int | None = Field(default=None, gt=0, le=30 * 24 * 3600)
+    checkpoint_interval_s: int | None = Field(
+        default=None,
+        gt=0,
+        le=30 * 24 * 3600,
+        description="Seconds of work between the job's own checkpoints (it sees them as "
+        "GPUPOOL_CHECKPOINT_INTERVAL_S); a preempted attempt resumes from the last one",
+    )
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
 
 
@@ -126,6 +133,7 @@ class JobOut(BaseModel):
     env: dict[str, str]
     resources: ResourcesOut
     max_runtime_s: int | None
+    checkpoint_interval_s: int | None = None
     inputs: list[str]
     outputs: list[str]
     submitted_at: datetime

@@ -52,6 +52,7 @@ def job_out(row: JobRow, attempts: Sequence[AttemptRow] | None = None) -> JobOut
             memory_gb=row.memory_gb,
         ),
         max_runtime_s=row.max_runtime_s,
+        checkpoint_interval_s=row.checkpoint_interval_s,
         inputs=list(row.inputs),
         outputs=list(row.outputs),
         submitted_at=row.submitted_at,

@@ -14,9 +14,11 @@ The loop is the controller's tick with the clock and the store taken out:
    policy's configuration;
 4. admissions are submitted to the simulated backend; preemption victims are cancelled
    through it, end at once, and go back to the queue as a new attempt that keeps its submit
-   time and the work it has done (training jobs checkpoint: an attempt resumes). Each
-   cycle's nominations are handed to the next, as the controller does, so the next cycle
-   decides each preemptor first, on the room its victims freed.
+   time. As in the real system the new attempt runs the job's command again from the start:
+   the work the victim did is lost, unless the job declared ``checkpoint_interval_s``, in
+   which case it resumes from its last checkpoint (:func:`checkpointed`). Each cycle's
+   nominations are handed to the next, as the controller does, so the next cycle decides
+   each preemptor first, on the room its victims freed.
 
 The one thing the controller has that the simulator does not is the database: the
 controller's SQL reads and writes would make a replay of months of a cluster take hours, and
@@ -42,7 +44,7 @@ from gpupool.controller.loop import MIN_TICK_GAP_S
 from gpupool.controller.parking import Parking
 from gpupool.controller.snapshot import PoolState, policy_for, team_views
 from gpupool.controller.state import TeamQueue
-from gpupool.scheduler import Nomination, PendingJob, RunningJob, Snapshot
+from gpupool.scheduler import Nomination, PendingJob, RunningJob, Snapshot, TeamView
 from gpupool.sim.cluster import PolicySetup, Shape, job_shape, largest_node, never_runs
 from gpupool.sim.trace import TraceJob
 
@@ -58,7 +60,8 @@ class JobRecord:
     shape: Shape
     priority: int
     pending: PendingJob | None = None
-    remaining_s: float = 0.0
+    saved_s: float = 0.0  # work kept by the last checkpoint of an attempt (0: start over)
+    lost_gpu_s: float = 0.0  # GPU-seconds preempted attempts ran beyond their checkpoints
     attempts: int = 0
     first_start: float | None = None
     end: float | None = None
@@ -105,6 +108,9 @@ class Simulation:
         self.meter = UsageMeter(config.scheduler.fair_share_half_life_s)
         self.nominations: tuple[Nomination, ...] = ()  # handed from cycle to cycle, as there
         self.pools = PoolState(config, gang=lambda _: True)  # the fake backend runs gangs
+        # The teams' views without usage: the configuration does not change during a run, so
+        # only the decayed usage is put in at each cycle (team_views is the controller's).
+        self._teams = team_views(config, {})
         self.parking = Parking()
         self.queues: dict[str, TeamQueue] = {}  # the waiting jobs, team by team
         self._running: tuple[RunningJob, ...] | None = ()  # None: changed since last built
@@ -136,7 +142,7 @@ class Simulation:
         team = self.setup.team_of(job.team)
         cls = job.priority_class or config.default_priority_class(team)
         priority = config.priority_classes[cls].value if cls in config.priority_classes else 0
-        record = JobRecord(job, team, shape, priority, remaining_s=job.duration_s)
+        record = JobRecord(job, team, shape, priority)
         record.unschedulable = never_runs(config, team, shape, types)
         if not record.unschedulable:
             record.pending = PendingJob(
@@ -233,7 +239,7 @@ class Simulation:
         snapshot = Snapshot(
             now=now,
             pools=self.pools.pools(),
-            teams=team_views(self.config, self.meter.usage(now)),
+            teams=self._team_views(now),
             running=self._running,
             pending=(),
             nominations=self.nominations,
@@ -249,6 +255,13 @@ class Simulation:
             self._start(record, admission.pool, admission.gpu_type, admission.placements)
             record.borrowed = admission.borrowed
         return bool(result.preemptions)
+
+    def _team_views(self, now: float) -> dict[str, TeamView]:
+        usage = self.meter.usage(now)
+        return {
+            name: view if name not in usage else replace(view, usage_history=usage[name])
+            for name, view in self._teams.items()
+        }
 
     def _start(self, record: JobRecord, pool: str, gpu_type: str, placements: tuple) -> None:  # type: ignore[type-arg]
         now = self.now
@@ -267,8 +280,9 @@ class Simulation:
             nodes=record.shape.nodes,
             cpus=0.0,
             memory_gb=0.0,
-            env={DURATION_ENV: repr(record.remaining_s)},
+            env={DURATION_ENV: repr(record.trace.duration_s - record.saved_s)},
             devices=tuple(p.devices for p in placements),
+            checkpoint_interval_s=record.trace.checkpoint_interval_s,
         )
         record.handle = self.backends[pool].submit(spec)
         run = self.cluster.run(spec.key)
@@ -306,20 +320,21 @@ class Simulation:
         if team in self.team_held:
             self.team_held[team] += gpus
 
-    def _release(self, record: JobRecord) -> None:
+    def _release(self, record: JobRecord) -> int:
+        """Free the attempt's GPUs; how many it held."""
         running = record.running
         assert running is not None
         gpus = running.gpus
         ran = self.now - record.started
         self.meter.end(record.team, gpus, record.started, self.now)
         self.outcome.borrowed_gpu_s += record.borrowed * ran
-        record.remaining_s = max(0.0, record.remaining_s - ran)
         self._hold(record, -gpus)
         self.pools.free(running.placements)
         del self.running[record.trace.job_id]
         self._running = None
         record.running = None
         record.handle = None
+        return gpus
 
     def _end(self, record: JobRecord, attempt: int) -> bool:
         """The backend says the attempt ended; False for a stale event (a preempted attempt)."""
@@ -335,7 +350,10 @@ class Simulation:
     def _preempt(self, record: JobRecord) -> None:
         assert record.handle is not None
         self.backends[record.pool].cancel(record.handle, self.config.scheduler.grace_period_s)
-        self._release(record)
+        done = record.saved_s + (self.now - record.started)
+        gpus = self._release(record)
+        record.saved_s = checkpointed(done, record.trace.checkpoint_interval_s)
+        record.lost_gpu_s += gpus * (done - record.saved_s)
         record.preempted += 1
         assert record.pending is not None
         record.pending = replace(record.pending, queued_at=self.now)
@@ -379,6 +397,16 @@ class Simulation:
         self.violated_since.clear()
         for record in self.pending.values():
             record.unschedulable = record.unschedulable or "still waiting when the trace ended"
+
+
+def checkpointed(done_s: float, interval_s: int | None) -> float:
+    """The work a stopped attempt keeps of ``done_s`` seconds: what its last checkpoint saved
+    (a whole number of intervals), or nothing for a job that does not checkpoint."""
+    if interval_s is None:
+        return 0.0
+    # The tolerance keeps float noise in virtual times (a preemption exactly at a checkpoint
+    # lands at 599.999...) from costing a whole interval.
+    return math.floor(done_s / interval_s + 1e-9) * float(interval_s)
 
 
 def simulate(

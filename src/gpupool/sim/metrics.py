@@ -2,11 +2,16 @@
 
 Definitions (seconds unless named otherwise):
 
-* JCT: end - submit of a completed job; queueing delay: JCT - duration (all the time it was
-  not running, including waits after a preemption).
+* JCT: end - submit of a completed job; queueing delay: JCT - duration: all the time it spent
+  in the system beyond the work it needs: waits, including those after a preemption, and the
+  time its attempts ran for work a preemption then lost (run again by the next attempt).
 * utilization: GPU-seconds held by running attempts / (cluster GPUs x makespan); makespan:
   last end - first submit.
 * borrowed GPU-hours: GPUs admitted above the team's nominal quota x the time they ran.
+* lost GPU-hours: per preempted attempt, its GPUs x the work it did beyond its job's last
+  checkpoint (all of it for a job without ``checkpoint_interval_s``): work run twice.
+* preemptions per job: over the jobs that started at least once (mean, p99, max, and how many
+  were preempted at least once and at least three times).
 * quota-guarantee violation: per team, total time during which a waiting job of the team would
   have fit within its nominal quota next to what the team held, beyond one scheduling interval
   of each such spell (the configured quotas count for every policy).
@@ -46,9 +51,7 @@ def jain(values: Iterable[float]) -> float:
 def _delays(records: Iterable[JobRecord]) -> dict[str, Any]:
     done = [r for r in records if r.end is not None]
     jct = sorted(r.end - r.trace.submit_s for r in done if r.end is not None)
-    queue = sorted(
-        max(0.0, r.end - r.trace.submit_s - r.trace.duration_s) for r in done if r.end is not None
-    )
+    queue = sorted(map(queue_delay, done))
     return {
         "completed": len(done),
         "avg_jct_s": sum(jct) / len(jct) if jct else 0.0,
@@ -56,8 +59,35 @@ def _delays(records: Iterable[JobRecord]) -> dict[str, Any]:
         "p99_jct_s": percentile(jct, 0.99),
         "avg_queue_s": sum(queue) / len(queue) if queue else 0.0,
         "p50_queue_s": percentile(queue, 0.5),
+        "p90_queue_s": percentile(queue, 0.9),
         "p99_queue_s": percentile(queue, 0.99),
     }
+
+
+def queue_delay(record: JobRecord) -> float:
+    """A completed job's queueing delay (see the module docstring)."""
+    assert record.end is not None
+    return max(0.0, record.end - record.trace.submit_s - record.trace.duration_s)
+
+
+def preemptions_per_job(records: Iterable[JobRecord]) -> dict[str, Any]:
+    counts = sorted(r.preempted for r in records if r.attempts)
+    histogram: dict[str, int] = {}
+    for count in counts:
+        histogram[str(count)] = histogram.get(str(count), 0) + 1
+    return {
+        "jobs": len(counts),
+        "mean": sum(counts) / len(counts) if counts else 0.0,
+        "p99": percentile(counts, 0.99),
+        "max": counts[-1] if counts else 0,
+        "at_least_1": sum(1 for c in counts if c >= 1),
+        "at_least_3": sum(1 for c in counts if c >= 3),
+        "histogram": histogram,  # times preempted -> jobs
+    }
+
+
+def lost_gpu_hours(records: Iterable[JobRecord]) -> float:
+    return sum(r.lost_gpu_s for r in records) / 3600
 
 
 def service(records: Iterable[JobRecord]) -> float | None:
@@ -132,6 +162,8 @@ def summarize(outcome: Outcome) -> dict[str, Any]:
             "nominal_gpus": outcome.nominal.get(team, 0),
             "quota_violation_s": outcome.quota_violation_s.get(team, 0.0),
             "service": served,
+            "lost_gpu_hours": lost_gpu_hours(mine),
+            "preempted_jobs": sum(1 for r in mine if r.preempted),
         }
     return {
         "jobs": len(records),
@@ -140,6 +172,8 @@ def summarize(outcome: Outcome) -> dict[str, Any]:
         "utilization": busy / (outcome.total_gpus * makespan) if makespan > 0 else 0.0,
         "makespan_s": makespan,
         "preemptions": outcome.preemptions,
+        "preemptions_per_job": preemptions_per_job(records),
+        "lost_gpu_hours": lost_gpu_hours(records),
         "borrowed_gpu_hours": outcome.borrowed_gpu_s / 3600,
         "quota_violation_s": sum(outcome.quota_violation_s.values()),
         "jain_fairness": jain(services),

@@ -32,6 +32,12 @@ TABLE_KEYS = (
     ("utilization", "utilization", "{:.1%}"),
     ("makespan_s", "makespan (days)", "days"),
     ("preemptions", "preemptions", "{:,.0f}"),
+    ("preemptions_per_job.at_least_1", "jobs preempted >= 1", "{:,.0f}"),
+    ("preemptions_per_job.at_least_3", "jobs preempted >= 3", "{:,.0f}"),
+    ("preemptions_per_job.mean", "preemptions/job mean", "{:.3f}"),
+    ("preemptions_per_job.p99", "preemptions/job p99", "{:.1f}"),
+    ("preemptions_per_job.max", "preemptions/job max", "{:,.0f}"),
+    ("lost_gpu_hours", "lost GPU-h", "{:,.0f}"),
     ("borrowed_gpu_hours", "borrowed GPU-h", "{:,.0f}"),
     ("quota_violation_s", "quota violation (h)", "hours"),
     ("jain_fairness", "Jain fairness", "{:.3f}"),
@@ -53,8 +59,74 @@ def fmt(value: Any, how: str) -> str:
 def table_rows(metrics: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
     """The summary table: one row per metric, one column per policy."""
     return [
-        [label, *(fmt(metrics[p].get(key), how) for p in metrics)] for key, label, how in TABLE_KEYS
+        [label, *(fmt(_get(metrics[p], key), how) for p in metrics)]
+        for key, label, how in TABLE_KEYS
     ]
+
+
+def _get(block: Mapping[str, Any], dotted: str) -> Any:
+    value: Any = block
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+SHARING_HEAD = ["policy", "team", "avg queue h (hard quota)", "avg ratio", "p90 (hard quota)",
+                "p90 ratio", "flag"]  # fmt: skip
+TARGETS_HEAD = ["policy", "target", "value", "baseline", "met"]
+
+
+def sharing_rows(metrics: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
+    """Per policy compared with hard-quota-fifo and team with a quota: its average and p90
+    queueing delay (hard quota's in brackets), their ratios and whether it is worse off; a
+    policy that could not be compared gets one row saying why."""
+    rows = []
+    for policy, block in metrics.items():
+        sharing = block.get("sharing_incentive")
+        if sharing is None:
+            continue
+        if not sharing["measured"]:
+            rows.append([policy, "-", sharing["note"], "", "", "", ""])
+            continue
+        for team, d in sharing["teams"].items():
+            flags = [
+                *(["above 1"] if d["above_1"] else []),
+                *([] if d["within_target"] else ["misses 1.1x + 1 h"]),
+            ]
+            rows.append(
+                [
+                    policy,
+                    team,
+                    f"{d['avg_queue_s'] / 3600:,.2f} ({d['baseline_avg_queue_s'] / 3600:,.2f})",
+                    _ratio(d["avg_ratio"]),
+                    f"{d['p90_queue_s'] / 3600:,.2f} ({d['baseline_p90_queue_s'] / 3600:,.2f})",
+                    _ratio(d["p90_ratio"]),
+                    ", ".join(flags),
+                ]
+            )
+    return rows
+
+
+def target_rows(metrics: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
+    """Per policy with targets: each target, its value, the baseline's and whether met."""
+    rows = []
+    for policy, block in metrics.items():
+        for t in block.get("targets", {}).values():
+            met = {True: "yes", False: "NO", None: f"- ({t.get('note', '')})"}[t["met"]]
+            rows.append([policy, t["target"], _number(t["value"]), _number(t.get("baseline")), met])
+    return rows
+
+
+def _ratio(value: float | None) -> str:
+    return "inf" if value is None else f"{value:.2f}"
+
+
+def _number(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if value < 100 else f"{value:,.0f}"
+    return str(value)
 
 
 def write_metrics(out: Path, metrics: Mapping[str, Any]) -> Path:
@@ -81,6 +153,7 @@ def write_jobs(out: Path, outcomes: list[Outcome]) -> Path:
                 "pool",
                 "attempts",
                 "preempted",
+                "lost_gpu_s",
                 "unschedulable",
             ]
         )
@@ -100,6 +173,7 @@ def write_jobs(out: Path, outcomes: list[Outcome]) -> Path:
                         r.pool,
                         r.attempts,
                         r.preempted,
+                        f"{r.lost_gpu_s:g}",
                         r.unschedulable,
                     ]
                 )
@@ -119,6 +193,8 @@ def write_report(
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
         for row in table_rows(metrics)
     )
+    sharing = _html_table(SHARING_HEAD, sharing_rows(metrics))
+    goals = _html_table(TARGETS_HEAD, target_rows(metrics))
     path.write_text(
         f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
@@ -134,12 +210,33 @@ figure {{ margin: 1.5em 0; }} figcaption {{ color: #555; }}
 section. Per-team numbers and every job's times are in <code>metrics.json</code> and
 <code>jobs.csv</code> next to this file.</p>
 <table><thead><tr><th>metric</th>{head}</tr></thead><tbody>{body}</tbody></table>
+<p>A preempted attempt loses the work it did since its job's last checkpoint (all of it
+for a job without <code>checkpoint_interval_s</code>); <em>lost GPU-h</em> is that work, run
+again by the next attempt, and counts in the queueing delay.</p>
+<h2>Sharing incentive: each team against its own hard quota</h2>
+<p>Per team with a quota, its average and p90 queueing delay under the policy, with
+hard-quota-fifo's in brackets, over the team's jobs that completed under both; a ratio above 1
+means the team waited longer sharing than behind its own quota (flagged). The target allows
+1.1 x the hard-quota average + 1 h.</p>
+{sharing}
+<h2>Targets</h2>
+{goals}
 {"".join(plots)}
 </body></html>
 """,
         encoding="utf-8",
     )
     return path
+
+
+def _html_table(head: list[str], rows: list[list[str]]) -> str:
+    if not rows:
+        return "<p><em>Nothing to compare: no policy ran beside its baselines.</em></p>"
+    top = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<table><thead><tr>{top}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _plots(metrics: Mapping[str, Mapping[str, Any]], outcomes: list[Outcome]) -> list[str]:

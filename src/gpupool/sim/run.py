@@ -25,6 +25,7 @@ from gpupool.sim.cluster import (
     read_philly_vcs,
     scale_config,
 )
+from gpupool.sim.compare import BASELINES, compare
 from gpupool.sim.engine import Outcome, Simulation
 from gpupool.sim.metrics import summarize
 from gpupool.sim.report import write_jobs, write_metrics, write_report
@@ -48,6 +49,7 @@ class Request:
     since: datetime | None = None  # keep jobs submitted at or after (traces with wall times)
     until: datetime | None = None  # ... and before
     dedicated_pools: bool = False  # Philly: one pool per VC, as when each VC is its own cluster
+    baselines: bool = True  # add hard-quota-fifo and fifo when not asked: the comparisons need them
 
 
 @dataclass
@@ -98,13 +100,22 @@ def prepare(request: Request) -> Prepared:
 
             assert request.config is not None
             config = scale_config(load_config(request.config), request.capacity_scale)
-        setups = [policy_setup(config, name) for name in dict.fromkeys(request.policies)]
+        setups = [policy_setup(config, name) for name in policies(request)]
     except ClusterError as exc:
         raise SimulationError(str(exc)) from exc
     nominal = {
         name: sum(q.nominal for q in team.quota.values()) for name, team in config.teams.items()
     }
     return Prepared(jobs, trace.problems, config, setups, nominal)
+
+
+def policies(request: Request) -> list[str]:
+    """The policies to run: those asked, once each, then the baselines not asked for (unless
+    ``baselines`` is off): the sharing incentive and the targets compare with them."""
+    asked = list(dict.fromkeys(request.policies))
+    if not request.baselines:
+        return asked
+    return [*asked, *(name for name in BASELINES if name not in asked)]
 
 
 def _window(trace: Trace, request: Request) -> list[TraceJob]:
@@ -140,6 +151,7 @@ def simulate_all(
             report = None if progress is None else _throttled(progress, setup.name, total)
             outcomes.append(simulation.run(report))
     metrics = {outcome.policy: summarize(outcome) for outcome in outcomes}
+    compare(metrics, outcomes)
     return metrics, outcomes
 
 

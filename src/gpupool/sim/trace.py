@@ -7,7 +7,9 @@ Generic CSV columns (header required, any order, extra columns ignored):
 ``gpus``            GPUs of the whole job (>= 0)
 ``team``            the team that submits it
 optional: ``job_id`` (default: ``j<line>``), ``gpu_type`` (empty = any), ``priority_class``,
-``nodes`` (default: from ``gpus`` and the node size, see :func:`job_shape`)
+``nodes`` (default: from ``gpus`` and the node size, see :func:`job_shape`),
+``checkpoint_interval_s`` (whole seconds of work between the job's checkpoints, >= 1; empty =
+it never checkpoints: a preempted attempt loses all its work)
 
 Philly (``--trace-format philly``): ``timestamp,duration,num_gpus,gpu_time,cluster`` as
 published with the Pollux simulator; each virtual cluster (``cluster``) is a team.
@@ -41,6 +43,7 @@ class TraceJob:
     gpu_type: str | None = None
     priority_class: str | None = None
     nodes: int | None = None  # None: derived from gpus and the node size
+    checkpoint_interval_s: int | None = None  # None: never checkpoints
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,7 @@ def _rows(reader: csv.DictReader[str]) -> Iterator[tuple[int, dict[str, str]]]:
 def _generic_row(line: int, row: dict[str, str]) -> tuple[float | datetime, TraceJob]:
     submit = _time(row["submit_time"], "submit_time")
     nodes_text = (row.get("nodes") or "").strip()
+    interval_text = (row.get("checkpoint_interval_s") or "").strip()
     job = TraceJob(
         job_id=(row.get("job_id") or "").strip() or f"j{line}",
         submit_s=0.0,
@@ -117,6 +121,9 @@ def _generic_row(line: int, row: dict[str, str]) -> tuple[float | datetime, Trac
         gpu_type=(row.get("gpu_type") or "").strip() or None,
         priority_class=(row.get("priority_class") or "").strip() or None,
         nodes=_count(nodes_text, "nodes", minimum=1) if nodes_text else None,
+        checkpoint_interval_s=(
+            _count(interval_text, "checkpoint_interval_s", minimum=1) if interval_text else None
+        ),
     )
     return submit, job
 
@@ -186,6 +193,7 @@ def _with_submit(job: TraceJob, submit_s: float) -> TraceJob:
         job.gpu_type,
         job.priority_class,
         job.nodes,
+        job.checkpoint_interval_s,
     )
 
 

@@ -81,6 +81,8 @@ class JobRow(Base):
     inputs: Mapped[list[Any]] = mapped_column(JSON)
     outputs: Mapped[list[Any]] = mapped_column(JSON)
     max_runtime_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Seconds of work between the job's own checkpoints; None: it declared none.
+    checkpoint_interval_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
     # sha256 of the canonical submit the key was first used with: a replay must match it.
     idempotency_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)

@@ -30,6 +30,7 @@ def test_submit_maps_every_flag(api: FakeApi, runner: CliRunner) -> None:
             "--env", "SEED=1",
             "--env", "URL=http://a?b=c",
             "--max-runtime", "3600",
+            "--checkpoint-interval", "900",
             "--input", "shared/datasets/x",
             "--input", "home/alice/cfg.yaml",
             "--output", "home/alice/ckpt",
@@ -52,6 +53,7 @@ def test_submit_maps_every_flag(api: FakeApi, runner: CliRunner) -> None:
         "kind": "training",
         "env": {"SEED": "1", "URL": "http://a?b=c"},
         "max_runtime_s": 3600,
+        "checkpoint_interval_s": 900,
         "inputs": ["shared/datasets/x", "home/alice/cfg.yaml"],
         "outputs": ["home/alice/ckpt"],
     }
@@ -128,8 +130,10 @@ def test_submit_file_sends_the_spec_as_the_body_with_flags_overriding(
     api.add("POST", "/v1/jobs", json=job_json(id="j-7", status="queued"), status=201)
 
     result = runner.invoke(
-        app, ["submit", "-f", str(spec), "--gpus", "4", "--env", "LR=3e-4", "--name", "t2"]
-    )
+        app,
+        ["submit", "-f", str(spec), "--gpus", "4", "--env", "LR=3e-4", "--name", "t2",
+         "--checkpoint-interval", "600"],
+    )  # fmt: skip
 
     assert result.exit_code == 0, result.output
     assert json.loads(api.last.content) == {
@@ -139,6 +143,7 @@ def test_submit_file_sends_the_spec_as_the_body_with_flags_overriding(
         "resources": {"gpus": 4, "gpu_types": ["h100", "t4"]},
         "env": {"SEED": "1", "LR": "3e-4"},
         "max_runtime_s": 3600,
+        "checkpoint_interval_s": 600,
     }
 
 

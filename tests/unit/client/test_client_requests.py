@@ -75,6 +75,7 @@ def test_submit_full_body_and_idempotency_header(api: FakeApi, client: Client) -
         kind="training",
         env={"SEED": "1"},
         max_runtime_s=3600,
+        checkpoint_interval_s=900,
         idempotency_key="retry-me",
         backend="slurm",
         inputs=["shared/data"],
@@ -101,6 +102,7 @@ def test_submit_full_body_and_idempotency_header(api: FakeApi, client: Client) -
         "inputs": ["shared/data"],
         "outputs": ["out/"],
         "max_runtime_s": 3600,
+        "checkpoint_interval_s": 900,
     }
 
 

@@ -43,7 +43,7 @@ def test_migrations_match_the_models(engine: Engine) -> None:
 def test_upgrade_is_idempotent(engine: Engine) -> None:
     upgrade(engine)
     with engine.connect() as conn:
-        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0010"
+        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0011"
 
 
 def test_times_come_back_aware_utc(engine: Engine) -> None:

@@ -232,6 +232,7 @@ class JobService:
             "inputs": checked.inputs,
             "outputs": checked.outputs,
             "max_runtime_s": body.max_runtime_s,
+            "checkpoint_interval_s": body.checkpoint_interval_s,
             "submitted_at": self._clock.now(),
             "attempt": 0,
             "message": "",

@@ -105,6 +105,8 @@ def request_digest(body: JobSubmit, team: str) -> str:
     in, the team resolved), so two bodies that ask for the same job digest the same, however
     they are spelt. The key itself is left out."""
     fields = body.model_dump(mode="json", exclude={"idempotency_key"})
+    if fields.get("checkpoint_interval_s") is None:
+        del fields["checkpoint_interval_s"]  # unset: the digest keys stored before it had
     fields["team"] = team
     canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
