@@ -1,4 +1,5 @@
-"""The backend contract (DESIGN §6, X3-X5), run against every adapter in ``HARNESSES``."""
+"""The backend contract (docs/architecture.md §6, X3-X5), run against every adapter in
+``HARNESSES``."""
 
 from __future__ import annotations
 

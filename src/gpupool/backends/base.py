@@ -1,4 +1,4 @@
-"""The backend contract: what every execution adapter implements (DESIGN §6).
+"""The backend contract: what every execution adapter implements (docs/architecture.md §6).
 
 A backend runs attempts. ``submit`` is idempotent on ``spec.key``: submitting the same key
 twice returns the same handle and never starts a second run, even across control-plane
@@ -137,9 +137,10 @@ class LogChunk:
 
 @dataclass(frozen=True)
 class AdapterContext:
-    """What an adapter factory is given: one pool's settings (DESIGN §4) and where it may keep
-    state. ``options`` is the pool's ``options:`` mapping, passed through unvalidated; each
-    adapter validates its own keys. ``state_dir`` survives control-plane restarts."""
+    """What an adapter factory is given: one pool's settings (docs/architecture.md §4) and
+    where it may keep state. ``options`` is the pool's ``options:`` mapping; each adapter
+    validates its own keys (``backends.options`` runs the same parsers when a configuration is
+    validated). ``state_dir`` survives control-plane restarts."""
 
     pool: str
     gpu_type: str
@@ -182,7 +183,8 @@ class Backend(Protocol):
 
 
 def contract_env(spec: JobSpec, workdir: str, inputs: str, outputs: str) -> dict[str, str]:
-    """The variables every backend gives a job (DESIGN §6), on top of the user's ``env``."""
+    """The variables every backend gives a job (docs/architecture.md §6), on top of the user's
+    ``env``."""
     env = dict(spec.env)
     env.update(
         {

@@ -1,4 +1,4 @@
-"""The synchronous SDK: one method per REST endpoint of DESIGN §7.
+"""The synchronous SDK: one method per REST endpoint of docs/architecture.md §7.
 
     with Client() as gp:                      # GPUPOOL_URL / GPUPOOL_TOKEN, or pass them
         job = gp.submit(["python", "train.py"], gpus=2, gpu_types=["h100", "t4"])

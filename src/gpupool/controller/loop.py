@@ -496,7 +496,7 @@ class Controller:
             self._execution.submit(spec, lambda s, r, aid=attempt.id: self._submitted(aid, s, r))
 
     def _with_grant(self, spec: JobSpec, config: ClusterConfig) -> JobSpec:
-        """Mint the attempt's data grant when its pool uses grants (DESIGN §8)."""
+        """Mint the attempt's data grant when its pool uses grants (docs/architecture.md §8)."""
         pool = next((p for p in config.pools if p.name == spec.pool), None)
         if pool is None or pool.data_access != "grant" or self._grants is None:
             return spec

@@ -1,4 +1,4 @@
-"""Wire schemas of the REST API, split by role (STYLE §10).
+"""Wire schemas of the REST API, split by role (docs/code-style.md §10).
 
 Write bodies forbid unknown fields; server-owned fields get their own, clearer 422 (see
 ``SERVER_OWNED``). Read models are built from store rows and always carry every field.

@@ -1,5 +1,5 @@
 """One policy over one trace: the production scheduler and the simulated backend on a virtual
-clock (P5, STYLE §13).
+clock (P5, docs/code-style.md §13).
 
 The loop is the controller's tick with the clock and the store taken out:
 

@@ -1,4 +1,4 @@
-"""What the sync SDK puts on the wire and how it reads the answers (DESIGN §7)."""
+"""What the sync SDK puts on the wire and how it reads the answers (docs/architecture.md §7)."""
 
 from __future__ import annotations
 
