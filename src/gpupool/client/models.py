@@ -2,8 +2,9 @@
 
 Read models ignore unknown fields and give every field the server may add later a default
 (docs/code-style.md §10), so an older SDK keeps working against a newer server. They are
-frozen: a model is a record of what the server said, not something to edit and send back. Write bodies are built as
-plain dicts in ``gpupool.client.wire``; the server's write models reject unknown fields.
+frozen: a model is a record of what the server said, not something to edit and send back.
+Write bodies are built as plain dicts in ``gpupool.client.wire``; the server's write models
+reject unknown fields.
 """
 
 from __future__ import annotations
