@@ -194,3 +194,19 @@ def test_same_input_same_outcome() -> None:
     trace = [*RECLAIM, job("b2", 150, 30, 1, "b")]
     runs = [_metrics(simulate(policy_setup(CONFIG, "gpupool"), trace, NOMINAL)) for _ in range(2)]
     assert runs[0] == runs[1]
+
+
+def test_the_bill_of_the_borrow_case() -> None:
+    # A GPU-hour at 3.60: a GPU-second costs 0.001. a1 holds 2 GPUs within a's nominal for
+    # 100 s, a2 2 borrowed GPUs for 50 s; the pool's 4 GPUs over the 100 s span leave 100
+    # GPU-seconds idle.
+    priced = CONFIG.model_copy(update={"gpu_types": {"gpu": GpuType(price_per_gpu_hour=3.6)}})
+    got = summarize(simulate(policy_setup(priced, "gpupool"), BORROW, NOMINAL))
+    team = got["per_team"]["a"]
+    assert team["gpu_hours_within_nominal"] == pytest.approx(200 / 3600)
+    assert team["gpu_hours_borrowed"] == pytest.approx(100 / 3600)
+    assert team["cost"] == pytest.approx(0.3)
+    assert got["cost"] == pytest.approx(0.3)
+    assert got["idle_gpu_hours"] == pytest.approx(100 / 3600)
+    assert got["idle_cost"] == pytest.approx(0.1)
+    assert got["currency"] == "USD"

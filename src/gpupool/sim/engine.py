@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from gpupool.accounting.pricing import price_per_gpu_hour
 from gpupool.backends.base import AdapterContext, JobHandle, JobSpec, RunState
 from gpupool.backends.fake import DURATION_ENV, FakeBackend, FakeCluster
 from gpupool.controller.fairshare import UsageMeter
@@ -88,6 +89,14 @@ class Outcome:
     cycles: int = 0
     events: int = 0
     wall_s: float = 0.0
+    # Accounting, as the ledger keeps it: GPU-seconds per trace team within its nominal and
+    # borrowed, GPU-seconds used per pool, and each pool's GPUs and price per GPU-hour.
+    team_gpu_s: dict[str, list[float]] = field(default_factory=dict)  # team -> [within, borrowed]
+    team_cost: dict[str, float] = field(default_factory=dict)
+    pool_used_gpu_s: dict[str, float] = field(default_factory=dict)
+    pool_gpus: dict[str, int] = field(default_factory=dict)
+    pool_price: dict[str, float] = field(default_factory=dict)
+    currency: str = "USD"
 
 
 class Simulation:
@@ -122,6 +131,16 @@ class Simulation:
             sum(p.nodes * p.node.gpus for p in config.pools),
             nominal,
         )
+        for pool in config.pools:
+            self.outcome.pool_gpus[pool.name] = pool.nodes * pool.node.gpus
+            price = price_per_gpu_hour(
+                config,
+                gpu_type=pool.gpu_type,
+                pool=pool.name,
+                node_type=pool.autoscale.node_type,
+            )
+            self.outcome.pool_price[pool.name] = price or 0.0
+        self.outcome.currency = config.accounting.currency
         self.records = [self._record(job) for job in trace]
         self.outcome.jobs = self.records
         self.by_id = {r.trace.job_id: r for r in self.records}
@@ -328,6 +347,7 @@ class Simulation:
         ran = self.now - record.started
         self.meter.end(record.team, gpus, record.started, self.now)
         self.outcome.borrowed_gpu_s += record.borrowed * ran
+        self._account(record, gpus, ran)
         self._hold(record, -gpus)
         self.pools.free(running.placements)
         del self.running[record.trace.job_id]
@@ -335,6 +355,18 @@ class Simulation:
         record.running = None
         record.handle = None
         return gpus
+
+    def _account(self, record: JobRecord, gpus: int, ran: float) -> None:
+        """What the ledger would record for the attempt that ran ``ran`` seconds on ``gpus``."""
+        outcome, team = self.outcome, record.trace.team
+        split = outcome.team_gpu_s.setdefault(team, [0.0, 0.0])
+        split[0] += (gpus - record.borrowed) * ran
+        split[1] += record.borrowed * ran
+        outcome.pool_used_gpu_s[record.pool] = outcome.pool_used_gpu_s.get(record.pool, 0.0) + (
+            gpus * ran
+        )
+        price = outcome.pool_price.get(record.pool, 0.0)
+        outcome.team_cost[team] = outcome.team_cost.get(team, 0.0) + gpus * ran / 3600 * price
 
     def _end(self, record: JobRecord, attempt: int) -> bool:
         """The backend says the attempt ended; False for a stale event (a preempted attempt)."""

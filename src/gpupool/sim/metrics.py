@@ -164,6 +164,7 @@ def summarize(outcome: Outcome) -> dict[str, Any]:
             "service": served,
             "lost_gpu_hours": lost_gpu_hours(mine),
             "preempted_jobs": sum(1 for r in mine if r.preempted),
+            **_team_accounting(outcome, team),
         }
     return {
         "jobs": len(records),
@@ -182,5 +183,33 @@ def summarize(outcome: Outcome) -> dict[str, Any]:
         "events": outcome.events,
         "events_per_s": outcome.events / outcome.wall_s if outcome.wall_s > 0 else 0.0,
         "wall_s": outcome.wall_s,
+        **accounting(outcome, makespan),
         "per_team": per_team,
+    }
+
+
+def _team_accounting(outcome: Outcome, team: str) -> dict[str, float]:
+    within, borrowed = outcome.team_gpu_s.get(team, (0.0, 0.0))
+    return {
+        "gpu_hours_within_nominal": within / 3600,
+        "gpu_hours_borrowed": borrowed / 3600,
+        "cost": outcome.team_cost.get(team, 0.0),
+    }
+
+
+def accounting(outcome: Outcome, makespan: float) -> dict[str, Any]:
+    """The run's bill as the ledger would price it: the teams' cost and each pool's idle cost
+    (its GPUs over the run's span, less what attempts used, at the pool's price)."""
+    idle_gpu_s = {
+        pool: max(0.0, gpus * makespan - outcome.pool_used_gpu_s.get(pool, 0.0))
+        for pool, gpus in outcome.pool_gpus.items()
+    }
+    return {
+        "currency": outcome.currency,
+        "cost": sum(outcome.team_cost.values()),
+        "idle_gpu_hours": sum(idle_gpu_s.values()) / 3600,
+        "idle_cost": sum(
+            seconds / 3600 * outcome.pool_price.get(pool, 0.0)
+            for pool, seconds in idle_gpu_s.items()
+        ),
     }
