@@ -25,7 +25,8 @@ from gpupool.scheduler import (
     run_cycle,
 )
 from gpupool.scheduler.snapshot import QuotaView, ReasonCode
-from unit.scheduler.test_scheduler_preemption import job, node, occupied, pool, quota, run, team
+from support.scheduler_cases import node, occupied, quota, team
+from unit.scheduler.test_scheduler_preemption import job, pool, run
 
 NODE = (pool("h100-a", "h100", node("h1", 4)),)
 TEAMS = (
