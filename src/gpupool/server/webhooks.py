@@ -150,14 +150,17 @@ class WebhookWorker:
             headers[SIGNATURE_HEADER] = signature(secret, body)
         started = time.perf_counter()
         try:
-            response = self._http.post(hook.url, content=body, headers=headers)
+            # Only the status is read: a receiver's body, however long or slow, is never
+            # taken in (closing the stream drops the connection).
+            with self._http.stream("POST", hook.url, content=body, headers=headers) as response:
+                status = response.status_code
         except httpx.HTTPError as exc:
             took = (time.perf_counter() - started) * 1000
             return self._outcome(number, None, f"{type(exc).__name__}: {exc}", took)
         took = (time.perf_counter() - started) * 1000
-        if response.is_success:
-            return store.Try(store.DELIVERED, self._clock.now(), response.status_code, "", took)
-        return self._outcome(number, response.status_code, f"HTTP {response.status_code}", took)
+        if 200 <= status < 300:
+            return store.Try(store.DELIVERED, self._clock.now(), status, "", took)
+        return self._outcome(number, status, f"HTTP {status}", took)
 
     def _outcome(
         self, number: int, status: int | None, error: str, took: float, *, final: bool = False

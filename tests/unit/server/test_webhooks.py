@@ -3,6 +3,9 @@ backoff, every try logged; a receiver that hangs holds up nothing but its own me
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -141,3 +144,42 @@ def test_a_hanging_receiver_blocks_neither_other_threads_nor_the_store(
         receiver.release.set()
         sender.stop()
     assert log(store_engine)[0] == (1, "delivered", 204)
+
+
+def test_a_receiver_that_answers_with_an_endless_body_costs_nothing(store_engine: Engine) -> None:
+    """A hostile receiver answers 200 and then streams forever: the worker takes the status,
+    drops the connection and records the delivery, without reading the body."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    sent = {"bytes": 0}
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"100000\r\n" + b"x" * 0x100000 + b"\r\n"
+        try:
+            while sent["bytes"] < 1 << 33:  # 8 GiB: far more than the test could hold
+                conn.sendall(chunk)
+                sent["bytes"] += len(chunk)
+        except OSError:
+            pass  # the worker closed the connection
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    enqueue(store_engine)
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/hook"
+    sender = worker(store_engine, config(url, secret_env=None), ManualClock(T0))
+    started = time.monotonic()
+    try:
+        assert sender.deliver_due() == 1
+    finally:
+        sender.stop()
+        server.close()
+    thread.join(timeout=10)
+    assert time.monotonic() - started < 10
+    assert log(store_engine) == [(1, "delivered", 200)]
+    assert sent["bytes"] < 1 << 30  # the connection was dropped long before
