@@ -25,8 +25,7 @@ from gpupool.scheduler import (
     run_cycle,
 )
 from gpupool.scheduler.snapshot import QuotaView, ReasonCode
-from support.scheduler_cases import node, occupied, quota, team
-from unit.scheduler.test_scheduler_preemption import job, pool, run
+from support.scheduler_cases import job, node, occupied, pool, quota, run, team
 
 NODE = (pool("h100-a", "h100", node("h1", 4)),)
 TEAMS = (

@@ -12,12 +12,7 @@ from dataclasses import replace
 import pytest
 
 from gpupool.scheduler import (
-    NodeView,
-    PendingJob,
-    Placement,
     Policy,
-    PoolView,
-    RunningJob,
     run_cycle,
 )
 from gpupool.scheduler.snapshot import (
@@ -27,56 +22,9 @@ from gpupool.scheduler.snapshot import (
     Reclaim,
     WithinTeam,
 )
-from support.scheduler_cases import Case, check, node, quota, team
+from support.scheduler_cases import Case, check, job, node, pool, quota, run, team
 
 # --- builders -----------------------------------------------------------------------------------
-
-
-def pool(name: str, gpu_type: str, *nodes: NodeView, dedicated_to: str | None = None) -> PoolView:
-    return PoolView(name, gpu_type, "local", tuple(nodes), dedicated_to)
-
-
-def run(
-    job_id: str,
-    team_name: str,
-    on: str,
-    devices: tuple[int, ...],
-    *,
-    pool_name: str = "h100-a",
-    gpu_type: str = "h100",
-    priority: int = 0,
-    started: float = 0.0,
-    terminating: bool = False,
-    ends_by: float | None = None,
-) -> RunningJob:
-    return RunningJob(
-        job_id,
-        team_name,
-        priority,
-        gpu_type,
-        pool_name,
-        (Placement(on, devices),),
-        started_at=started,
-        terminating=terminating,
-        ends_by=ends_by,
-    )
-
-
-def job(
-    job_id: str,
-    team_name: str,
-    gpus: int = 1,
-    *,
-    nodes: int = 1,
-    priority: int = 0,
-    at: float = 0.0,
-    types: tuple[str, ...] = (),
-    runtime: float | None = None,
-    requeued_at: float | None = None,
-) -> PendingJob:
-    return PendingJob(
-        job_id, team_name, priority, at, gpus, nodes, 0.0, 0.0, types, runtime, requeued_at
-    )
 
 
 def research(**kinds: PreemptionPolicy) -> Policy:
