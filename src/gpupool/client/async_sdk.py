@@ -1,9 +1,10 @@
 """The asynchronous SDK: the job methods of ``Client`` over ``httpx.AsyncClient``.
 
-A deliberate subset (submit, submit_array, array, cancel_array, jobs, iter_jobs, job, cancel,
-logs, why, whoami): what services
-that drive gpupool from an event loop need. Requests are built by ``gpupool.client.wire`` exactly
-as the sync client builds them, and errors map through the same table.
+What services that drive gpupool from an event loop need: jobs and arrays (submit, list,
+follow, cancel, why), teams and pools, usage, costs and budgets. Operator methods (tokens, audit,
+configuration) stay on the sync client. Requests are built by ``gpupool.client.wire`` and
+``gpupool.client.usage`` exactly as the sync client builds them, and errors map through the same
+table.
 """
 
 from __future__ import annotations
@@ -15,8 +16,18 @@ import httpx
 
 from gpupool.client import wire
 from gpupool.client.errors import display_url, map_transport_errors, raise_for_response
-from gpupool.client.models import Job, JobArray, Page, WhoAmI, WhyReport
+from gpupool.client.models import (
+    BudgetStatus,
+    Job,
+    JobArray,
+    Page,
+    Pool,
+    Team,
+    WhoAmI,
+    WhyReport,
+)
 from gpupool.client.settings import resolve
+from gpupool.client.usage import UsageAttempt, UsageAttemptPage, UsageReport, report_params
 
 
 class AsyncClient:
@@ -30,6 +41,7 @@ class AsyncClient:
     ) -> None:
         settings = resolve(url, token)
         self.url = settings.url
+        self._timeout = timeout
         self._http = httpx.AsyncClient(
             base_url=settings.url,
             headers=wire.base_headers(settings.token),
@@ -162,8 +174,84 @@ class AsyncClient:
     async def why(self, job_id: str) -> WhyReport:
         return WhyReport.model_validate(await self._request("GET", wire.job_path(job_id, "why")))
 
+    async def follow_logs(self, job_id: str, offset: int = 0) -> AsyncIterator[bytes]:
+        """Stream log bytes as they are written; the iterator ends when the job has finished."""
+        # No read timeout: a healthy job may print nothing for longer than ``timeout``.
+        timeout = httpx.Timeout(self._timeout, read=None)
+        params: dict[str, str | int] = {"offset": offset, "follow": "true"}
+        with map_transport_errors(self.url):
+            async with self._http.stream(
+                "GET", wire.job_path(job_id, "logs"), params=params, timeout=timeout
+            ) as response:
+                if not response.is_success:
+                    await response.aread()
+                    raise_for_response(response)
+                async for chunk in response.aiter_bytes():
+                    yield chunk
+
+    # -- teams, pools, identity ------------------------------------------------------------
+
+    async def teams(self) -> list[Team]:
+        body = await self._request("GET", f"{wire.API}/teams")
+        return [Team.model_validate(item) for item in body.get("items", [])]
+
+    async def team(self, name: str) -> Team:
+        """One team, including its members."""
+        return Team.model_validate(await self._request("GET", wire.team_path(name)))
+
+    async def pools(self) -> list[Pool]:
+        body = await self._request("GET", f"{wire.API}/pools")
+        return [Pool.model_validate(item) for item in body.get("items", [])]
+
     async def whoami(self) -> WhoAmI:
         return WhoAmI.model_validate(await self._request("GET", f"{wire.API}/whoami"))
+
+    # -- usage, costs and budgets ------------------------------------------------------------
+
+    async def usage(self, **query: Any) -> UsageReport:
+        """See ``Client.usage``."""
+        params = report_params(**query)
+        return UsageReport.model_validate(
+            await self._request("GET", f"{wire.API}/usage", params=params)
+        )
+
+    async def costs(self, **query: Any) -> UsageReport:
+        """See ``Client.costs``."""
+        params = report_params(**query)
+        return UsageReport.model_validate(
+            await self._request("GET", f"{wire.API}/costs", params=params)
+        )
+
+    async def usage_attempts(
+        self, *, costs: bool = False, limit: int = 1000, cursor: str | None = None, **query: Any
+    ) -> UsageAttemptPage:
+        """One page of the per-attempt report (with costs when ``costs``)."""
+        params = {**report_params(**query), "report": "attempts", "limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        path = f"{wire.API}/{'costs' if costs else 'usage'}"
+        return UsageAttemptPage.model_validate(await self._request("GET", path, params=params))
+
+    async def iter_usage_attempts(
+        self, *, costs: bool = False, **query: Any
+    ) -> AsyncIterator[UsageAttempt]:
+        """Every attempt of the report, fetching pages lazily."""
+        cursor: str | None = None
+        while True:
+            page = await self.usage_attempts(costs=costs, cursor=cursor, **query)
+            for attempt in page.items:
+                yield attempt
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def budgets(self, team: str | None = None) -> list[BudgetStatus]:
+        """See ``Client.budgets``."""
+        params = {"team": team} if team else {}
+        body = await self._request("GET", f"{wire.API}/budgets", params=params)
+        return [BudgetStatus.model_validate(item) for item in body.get("items", [])]
+
+    # -- plumbing --------------------------------------------------------------------------
 
     async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         with map_transport_errors(self.url):
