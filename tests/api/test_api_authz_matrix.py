@@ -50,6 +50,7 @@ MUTATE_TEAM = statuses(200, 200, 200, 403, 403, 403, 401)
 ADMINS = statuses(200, 200, 403, 403, 403, 403, 401)
 PLATFORM_ADMIN = statuses(200, 403, 403, 403, 403, 403, 401)
 READ_TEAM_USAGE = statuses(200, 200, 200, 200, 403, 200, 401)
+READ_TEAM_BUDGETS = statuses(200, 200, 403, 403, 403, 200, 401)
 # The signed URL of a job's grant is the credential; a bearer token is no substitute.
 SIGNED_URL_ONLY = statuses(403, 403, 403, 403, 403, 403, 403)
 
@@ -111,7 +112,7 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("POST", "/v1/config"): Expect(
         PLATFORM_ADMIN, body={"yaml": DEMO_TEXT, "base_version": DEMO_VERSION}
     ),
-    ("GET", "/v1/budgets"): Expect(ADMINS, query={"team": "team-a"}),
+    ("GET", "/v1/budgets"): Expect(READ_TEAM_BUDGETS, query={"team": "team-a"}),
     ("PUT", "/v1/budgets/{team}/{name}"): Expect(PLATFORM_ADMIN, body={"gpu_hours": 1000}),
     ("GET", "/v1/webhooks/deliveries"): Expect(PLATFORM_ADMIN),
     # Asked for team-a: another team's member is refused; the auditor reads every team.

@@ -250,6 +250,20 @@ def test_budget_set_stores_a_version_that_changes_one_line_and_team_admins_may_s
     member = api.client.get("/v1/budgets", params={"team": "team-a"}, headers=api.as_("alice"))
     assert member.status_code == 403
     assert api.client.get("/v1/budgets", headers=api.as_("alice")).json()["items"] == []
+    # The auditor reads every team's budgets, and sets none.
+    audited = api.client.get("/v1/budgets", headers=api.as_("audra"))
+    assert sorted((i["team"], i["name"]) for i in audited.json()["items"]) == [
+        ("team-a", "monthly"),
+        ("team-b", "monthly"),
+    ]
+    one = api.client.get("/v1/budgets", params={"team": "team-a"}, headers=api.as_("audra"))
+    assert one.status_code == 200 and one.json()["items"][0]["limit"] == 1000
+    assert (
+        api.client.put(
+            "/v1/budgets/team-a/monthly", json=body, headers=api.as_("audra")
+        ).status_code
+        == 403
+    )
 
 
 @pytest.mark.parametrize(

@@ -50,20 +50,20 @@ class BudgetService:
         self._config_service = config_service
 
     def show(self, principal: Principal, team: str | None) -> BudgetList:
-        """The budgets of ``team`` (its admins and platform admins), or of every team the
-        principal administers."""
+        """The budgets of ``team`` (its admins, platform admins and auditors), or of every team
+        the principal may read them of."""
         config = self._config()
         if team is not None:
             if team not in config.teams:
                 raise NotFound(f"no team named {team!r}")
-            if not administers(principal, team):
+            if not reads_budgets_of(principal, team):
                 raise Forbidden(
                     f"user {principal.user!r} may not read team {team!r}'s budgets: "
-                    "its admins and platform admins only"
+                    "its admins, platform admins and auditors only"
                 )
             teams = {team}
         else:
-            teams = {name for name in config.teams if administers(principal, name)}
+            teams = {name for name in config.teams if reads_budgets_of(principal, name)}
         with self._sessions() as session:
             states = budget_states(session, config, self._clock.now())
         return BudgetList(items=[budget_out(s) for s in states if s.team in teams])
@@ -129,6 +129,11 @@ class BudgetService:
                 for r in rows
             ]
         return DeliveryList(items=items)
+
+
+def reads_budgets_of(principal: Principal, team: str) -> bool:
+    """Budgets are read by the team's admins and by whoever reads every team's usage."""
+    return principal.reads_all_usage or administers(principal, team)
 
 
 def budget_out(state: BudgetState) -> BudgetOut:
