@@ -2,10 +2,12 @@
 
 Pure: callers hand in the instant and the usage; nothing here reads a clock or the store.
 
-Periods are cut in ``accounting.timezone``: a month starts on its first day at midnight
-there, a week on ``accounting.week_start``, a quarter every three months from
-``accounting.fiscal_year_start``; a custom period runs from its ``start`` day to the end of
-its ``end`` day. A :class:`Period` holds its bounds as aware UTC datetimes, ``end`` excluded.
+Periods are those of the usage reports (``accounting.periods``), cut in ``accounting.timezone``:
+a month starts on its first day at midnight there, a week on ``accounting.week_start``, a
+quarter every three months from ``accounting.fiscal_year_start`` (named for people as
+``Q1 FY2028``, the fiscal year by the calendar year it ends in, as reports name it); a custom
+period runs from its ``start`` day to the end of its ``end`` day. A :class:`Period` holds its
+bounds as aware UTC datetimes, ``end`` excluded.
 
 Usage is counted from the ledger's hourly rollups, whose hours are UTC hours: in a zone whose
 offset is not a whole number of hours, the hour a period starts in counts in the period before
@@ -20,13 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from gpupool.accounting.periods import bounds, local_date, local_midnight
 from gpupool.accounting.pricing import MS_PER_HOUR, cost, price_per_gpu_hour
 from gpupool.spec.models import Accounting, Budget, ClusterConfig
 
-WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 GPU_HOURS = "GPU-h"
 
 # (team, gpu type, pool, node type) -> GPU-milliseconds: what ``state.budgets`` sums.
@@ -35,7 +37,7 @@ UsageKey = tuple[str, str, str, str]
 
 @dataclass(frozen=True, slots=True)
 class Period:
-    """``[start, end)`` in UTC; ``label`` names it for people ("June 2027", "Q3 2027")."""
+    """``[start, end)`` in UTC; ``label`` names it for people ("June 2027", "Q3 FY2027")."""
 
     start: datetime
     end: datetime
@@ -45,15 +47,6 @@ class Period:
 
     def contains(self, at: datetime) -> bool:
         return self.start <= at < self.end
-
-
-def _midnight(day: date, zone: ZoneInfo) -> datetime:
-    return datetime.combine(day, time(0), tzinfo=zone).astimezone(UTC)
-
-
-def _add_months(day: date, months: int) -> date:
-    index = day.year * 12 + day.month - 1 + months
-    return date(index // 12, index % 12 + 1, 1)
 
 
 def month_at(accounting: Accounting, at: datetime) -> Period:
@@ -67,36 +60,28 @@ def period_at(budget: Budget, accounting: Accounting, at: datetime) -> Period | 
     """The period of ``budget`` that contains ``at``; None for a custom period ``at`` is outside
     of (the budget is then not in force)."""
     zone = ZoneInfo(accounting.timezone)
-    today = at.astimezone(zone).date()
     if budget.period == "custom":
         if budget.start is None or budget.end is None:
             return None
         after = budget.end + timedelta(days=1)
         period = Period(
-            _midnight(budget.start, zone),
-            _midnight(after, zone),
+            local_midnight(budget.start, zone),
+            local_midnight(after, zone),
             f"{budget.start.isoformat()} to {budget.end.isoformat()}",
             after,
         )
         return period if period.contains(at) else None
+    first, after, report_label = bounds(budget.period, local_date(at, accounting), accounting)
     if budget.period == "week":
-        back = (today.weekday() - WEEKDAYS.index(accounting.week_start)) % 7
-        first = today - timedelta(days=back)
-        after = first + timedelta(days=7)
         label = f"the week of {first.strftime('%b')} {first.day}, {first.year}"
     elif budget.period == "quarter":
-        offset = (today.month - accounting.fiscal_year_start) % 3
-        first = _add_months(today.replace(day=1), -offset)
-        after = _add_months(first, 3)
-        # Quarters are numbered within the fiscal year, named by the year it starts in.
-        number = ((first.month - accounting.fiscal_year_start) % 12) // 3 + 1
-        fiscal_year = first.year if first.month >= accounting.fiscal_year_start else first.year - 1
-        label = f"Q{number} {fiscal_year}"
+        # The report's name (FY2028-Q1: fiscal years are named by the year they end in), read
+        # the other way round for people: Q1 FY2028.
+        fiscal_year, quarter = report_label.split("-")
+        label = f"{quarter} {fiscal_year}"
     else:
-        first = today.replace(day=1)
-        after = _add_months(first, 1)
         label = f"{first.strftime('%B')} {first.year}"
-    return Period(_midnight(first, zone), _midnight(after, zone), label, after)
+    return Period(local_midnight(first, zone), local_midnight(after, zone), label, after)
 
 
 def day_text(day: date) -> str:

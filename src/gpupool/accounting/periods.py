@@ -5,7 +5,8 @@ midnights in ``accounting.timezone``: a day, a week starting on ``accounting.wee
 calendar month, a fiscal quarter or a fiscal year starting on the first of
 ``accounting.fiscal_year_start``. A fiscal year is named by the calendar year in which it
 ends (a year starting in April 2026 is FY2027; starting in January it is the calendar year).
-A custom period is any ``[from, to)``.
+A custom period is any ``[from, to)``. Budgets (``accounting.budgets``) cut their weeks, months
+and quarters here too, so a budget's period and a report's period of the same kind agree.
 
 The usage rollups are kept per UTC hour, so a report reads whole hours: an hour counts in the
 period in which it begins (:func:`hour_range` rounds both ends up to a whole UTC hour).
@@ -39,7 +40,7 @@ class Period:
     label: str
 
 
-def _local_midnight(day: date, zone: ZoneInfo) -> datetime:
+def local_midnight(day: date, zone: ZoneInfo) -> datetime:
     # A midnight skipped by a DST change resolves to the first instant after it (fold=0).
     return datetime.combine(day, time(), tzinfo=zone).astimezone(UTC)
 
@@ -55,7 +56,7 @@ def _fiscal_start(day: date, first_month: int) -> date:
     return date(year, first_month, 1)
 
 
-def _bounds(kind: PeriodKind, day: date, accounting: Accounting) -> tuple[date, date, str]:
+def bounds(kind: PeriodKind, day: date, accounting: Accounting) -> tuple[date, date, str]:
     """The local first day of the ``kind`` period holding ``day``, the next one's, and a label."""
     if kind == "day":
         return day, day + timedelta(days=1), day.isoformat()
@@ -78,8 +79,8 @@ def _bounds(kind: PeriodKind, day: date, accounting: Accounting) -> tuple[date, 
 def period_of(kind: PeriodKind, day: date, accounting: Accounting) -> Period:
     """The ``kind`` period that holds the local date ``day``."""
     zone = ZoneInfo(accounting.timezone)
-    first, after, label = _bounds(kind, day, accounting)
-    return Period(_local_midnight(first, zone), _local_midnight(after, zone), label)
+    first, after, label = bounds(kind, day, accounting)
+    return Period(local_midnight(first, zone), local_midnight(after, zone), label)
 
 
 def local_date(at: datetime, accounting: Accounting) -> date:

@@ -6,7 +6,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from gpupool.accounting import periods
 from gpupool.accounting.budgets import GPU_HOURS, day_text, evaluate, period_at
 from gpupool.spec.models import Accounting, Budget, ClusterConfig, GpuType, Pool
 
@@ -53,7 +56,7 @@ CASES = [
     ),
     pytest.param(
         Case(Budget(name="q", period="quarter", gpu_hours=1), Accounting(fiscal_year_start=4),
-             utc(2027, 2, 10), utc(2027, 1, 1), utc(2027, 4, 1), "Q4 2026", date(2027, 4, 1)),
+             utc(2027, 2, 10), utc(2027, 1, 1), utc(2027, 4, 1), "Q4 FY2027", date(2027, 4, 1)),
         id="quarter of a fiscal year starting in April",
     ),
     pytest.param(
@@ -65,6 +68,27 @@ CASES = [
         id="custom, both days included, in a half-hour zone",
     ),
 ]  # fmt: skip
+
+
+@given(
+    at=st.datetimes(
+        min_value=datetime(2020, 1, 1), max_value=datetime(2040, 1, 1), timezones=st.just(UTC)
+    ),
+    kind=st.sampled_from(["week", "month", "quarter"]),
+    zone=st.sampled_from(["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata"]),
+    week_start=st.sampled_from(["monday", "sunday"]),
+    fiscal_year_start=st.integers(1, 12),
+)
+def test_a_budget_period_is_the_report_period_of_its_kind(
+    at: datetime, kind: str, zone: str, week_start: str, fiscal_year_start: int
+) -> None:
+    accounting = Accounting(
+        timezone=zone, week_start=week_start, fiscal_year_start=fiscal_year_start
+    )
+    budget = period_at(Budget(name="b", period=kind, gpu_hours=1), accounting, at)
+    report = periods.period_of(kind, periods.local_date(at, accounting), accounting)  # type: ignore[arg-type]
+    assert budget is not None and budget.contains(at)
+    assert (budget.start, budget.end) == (report.start, report.end)
 
 
 @pytest.mark.parametrize("case", CASES)
