@@ -47,7 +47,11 @@ class VirtualClock:
         return self.t
 
 
-def run_controller(setup: PolicySetup, trace: list[TraceJob], home: Path) -> dict[str, tuple]:
+def run_controller(
+    setup: PolicySetup, trace: list[TraceJob], home: Path, moments: tuple[float, ...] = ()
+) -> dict[str, tuple]:
+    """Each job's (start, end) under the real controller; the clock also stops at each of
+    ``moments`` (a budget period's end, say)."""
     clock = VirtualClock()
     cluster = FakeCluster(clock.monotonic)
     pools = {p.name: p for p in setup.config.pools}
@@ -86,7 +90,8 @@ def run_controller(setup: PolicySetup, trace: list[TraceJob], home: Path) -> dic
                 if (run := cluster.run(key)) is not None
                 and run.starts_at + run.duration_s > clock.t
             ]
-            upcoming = [*(j.submit_s for j in waiting[:1]), *ends]
+            later = [t for t in moments if t > clock.t][:1]
+            upcoming = [*(j.submit_s for j in waiting[:1]), *ends, *later]
             if not upcoming:
                 break
             clock.t = min(upcoming)
@@ -200,3 +205,16 @@ def test_a_preempted_job_reruns_from_the_start_in_both(
     assert controlled.keys() == simulated.keys()
     for job_id, times in simulated.items():
         assert controlled[job_id] == pytest.approx(times, abs=gap), job_id
+
+
+def test_a_used_up_budget_holds_the_team_in_both(tmp_path: Path) -> None:
+    """A hold budget used up by a's first job keeps its next one waiting, in the simulator and
+    in the controller, until the budget's next week begins (sim/budgets.py)."""
+    from sim.test_sim_budgets import NEXT_WEEK, TRACE, with_budget
+
+    setup = policy_setup(with_budget(period="week", gpu_hours=2, enforcement="hold"), "gpupool")
+    outcome = simulate(setup, TRACE, NOMINAL)
+    simulated = {r.trace.job_id: (r.first_start, r.end) for r in outcome.jobs}
+    assert simulated["a2"] == (NEXT_WEEK, NEXT_WEEK + 100)
+    controlled = run_controller(setup, TRACE, tmp_path, moments=(NEXT_WEEK,))
+    assert controlled == pytest.approx(simulated)

@@ -36,6 +36,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from gpupool.accounting.pricing import price_per_gpu_hour
 from gpupool.backends.base import AdapterContext, JobHandle, JobSpec, RunState
@@ -46,6 +47,7 @@ from gpupool.controller.parking import Parking
 from gpupool.controller.snapshot import PoolState, policy_for, team_views
 from gpupool.controller.state import TeamQueue
 from gpupool.scheduler import Nomination, PendingJob, RunningJob, Snapshot, TeamView
+from gpupool.sim.budgets import DEFAULT_ORIGIN, BudgetRun, SimBudgets, Use
 from gpupool.sim.cluster import PolicySetup, Shape, job_shape, largest_node, never_runs
 from gpupool.sim.trace import TraceJob
 
@@ -97,10 +99,17 @@ class Outcome:
     pool_gpus: dict[str, int] = field(default_factory=dict)
     pool_price: dict[str, float] = field(default_factory=dict)
     currency: str = "USD"
+    budgets: list[BudgetRun] = field(default_factory=list)  # the configuration's, enforced
 
 
 class Simulation:
-    def __init__(self, setup: PolicySetup, trace: list[TraceJob], nominal: dict[str, int]) -> None:
+    def __init__(
+        self,
+        setup: PolicySetup,
+        trace: list[TraceJob],
+        nominal: dict[str, int],
+        origin: datetime = DEFAULT_ORIGIN,
+    ) -> None:
         self.setup = setup
         self.config = config = setup.config
         self.policy = policy_for(config)
@@ -141,6 +150,9 @@ class Simulation:
             )
             self.outcome.pool_price[pool.name] = price or 0.0
         self.outcome.currency = config.accounting.currency
+        # Budgets are enforced as the controller enforces them (sim/budgets.py).
+        self.budgets = SimBudgets(config, origin)
+        self._node_type = {pool.name: pool.autoscale.node_type for pool in config.pools}
         self.records = [self._record(job) for job in trace]
         self.outcome.jobs = self.records
         self.by_id = {r.trace.job_id: r for r in self.records}
@@ -213,7 +225,7 @@ class Simulation:
             if (dirty and now >= last_cycle + MIN_TICK_GAP_S) or now >= wake:
                 dirty = self._cycle()
                 last_cycle = now
-                wake = self._next_starvation()
+                wake = min(self._next_starvation(), self.budgets.next_change())
                 events += 1
             self._check_guarantees()
             if progress is not None:
@@ -255,6 +267,8 @@ class Simulation:
         now = self.now
         if self._running is None:
             self._running = tuple(r.running for r in self.running.values() if r.running is not None)
+        if self.budgets.enabled:
+            self.budgets.evaluate(now, (self._use(r) for r in self.running.values()))
         snapshot = Snapshot(
             now=now,
             pools=self.pools.pools(),
@@ -262,6 +276,7 @@ class Simulation:
             running=self._running,
             pending=(),
             nominations=self.nominations,
+            budgets=self.budgets.blocks,
         )
         groups = {team: queue.jobs() for team, queue in sorted(self.queues.items()) if len(queue)}
         result = self.parking.cycle(snapshot, self.policy, groups)
@@ -348,6 +363,8 @@ class Simulation:
         self.meter.end(record.team, gpus, record.started, self.now)
         self.outcome.borrowed_gpu_s += record.borrowed * ran
         self._account(record, gpus, ran)
+        if self.budgets.enabled:
+            self.budgets.ended(self._use(record), self.now)
         self._hold(record, -gpus)
         self.pools.free(running.placements)
         del self.running[record.trace.job_id]
@@ -367,6 +384,13 @@ class Simulation:
         )
         price = outcome.pool_price.get(record.pool, 0.0)
         outcome.team_cost[team] = outcome.team_cost.get(team, 0.0) + gpus * ran / 3600 * price
+
+    def _use(self, record: JobRecord) -> Use:
+        """The running attempt of ``record`` as the ledger keys it."""
+        running = record.running
+        assert running is not None
+        key = (record.team, running.gpu_type, record.pool, self._node_type[record.pool])
+        return Use(key, running.gpus, record.started)
 
     def _end(self, record: JobRecord, attempt: int) -> bool:
         """The backend says the attempt ended; False for a stale event (a preempted attempt)."""
@@ -424,6 +448,7 @@ class Simulation:
             totals[team] = totals.get(team, 0.0) + over
 
     def _close(self) -> None:
+        self.outcome.budgets = self.budgets.close(self.now)
         for team, since in self.violated_since.items():
             self._count_violation(team, self.now - since)
         self.violated_since.clear()
@@ -446,5 +471,6 @@ def simulate(
     trace: list[TraceJob],
     nominal: dict[str, int],
     progress: Progress | None = None,
+    origin: datetime = DEFAULT_ORIGIN,
 ) -> Outcome:
-    return Simulation(setup, trace, nominal).run(progress)
+    return Simulation(setup, trace, nominal, origin).run(progress)

@@ -28,6 +28,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from gpupool.sim.budgets import BudgetRun
 from gpupool.sim.engine import JobRecord, Outcome
 
 
@@ -184,7 +185,24 @@ def summarize(outcome: Outcome) -> dict[str, Any]:
         "events_per_s": outcome.events / outcome.wall_s if outcome.wall_s > 0 else 0.0,
         "wall_s": outcome.wall_s,
         **accounting(outcome, makespan),
+        "budgets": [budget_summary(run) for run in outcome.budgets],
         "per_team": per_team,
+    }
+
+
+def budget_summary(run: BudgetRun) -> dict[str, Any]:
+    """One configured budget over the run: how long its enforcement held its team back, in how
+    many periods it was used up, and how it stood in the last period evaluated."""
+    return {
+        "team": run.team,
+        "budget": run.name,
+        "enforcement": run.enforcement,
+        "unit": run.unit,
+        "limit": run.limit,
+        "last_period": run.period,
+        "used_in_last_period": run.used,
+        "periods_over": run.periods_over,
+        "enforced_hours": run.enforced_s / 3600,
     }
 
 

@@ -198,6 +198,7 @@ def write_report(
     )
     sharing = _html_table(SHARING_HEAD, sharing_rows(metrics))
     goals = _html_table(TARGETS_HEAD, target_rows(metrics))
+    budgets = budget_section(metrics)
     path.write_text(
         f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
@@ -224,12 +225,46 @@ means the team waited longer sharing than behind its own quota (flagged). The ta
 {sharing}
 <h2>Targets</h2>
 {goals}
+{budgets}
 {"".join(plots)}
 </body></html>
 """,
         encoding="utf-8",
     )
     return path
+
+
+BUDGETS_HEAD = ["policy", "team", "budget", "enforcement", "limit", "periods over", "held back"]
+
+
+def budget_rows(metrics: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
+    """Each policy's configured budgets: how often they were used up and how long they held
+    their team back (the fifo baseline has one team and no budgets)."""
+    return [
+        [
+            policy,
+            run["team"],
+            run["budget"],
+            run["enforcement"],
+            f"{run['limit']:,.0f} {run['unit']}",
+            str(run["periods_over"]),
+            f"{run['enforced_hours']:,.1f} h",
+        ]
+        for policy, found in metrics.items()
+        for run in found.get("budgets", [])
+    ]
+
+
+def budget_section(metrics: Mapping[str, Mapping[str, Any]]) -> str:
+    rows = budget_rows(metrics)
+    if not rows:
+        return ""
+    return (
+        "<h2>Budgets</h2>\n<p>The configuration's budgets, enforced as the controller enforces "
+        "them: <em>held back</em> is the time a used-up <code>hold</code> or "
+        "<code>no-borrow</code> budget constrained its team.</p>\n"
+        + _html_table(BUDGETS_HEAD, rows)
+    )
 
 
 def _html_table(head: list[str], rows: list[list[str]]) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
+from gpupool.sim.budgets import DEFAULT_ORIGIN
 from gpupool.sim.cluster import (
     POLICIES,
     ClusterError,
@@ -59,6 +60,9 @@ class Prepared:
     config: ClusterConfig
     setups: list[PolicySetup]
     nominal: dict[str, int]
+    # Where virtual time 0 lies (budget periods are cut from it): the trace's start when its
+    # submit times are wall-clock times.
+    origin: datetime = DEFAULT_ORIGIN
 
 
 class SimulationError(ValueError):
@@ -106,7 +110,8 @@ def prepare(request: Request) -> Prepared:
     nominal = {
         name: sum(q.nominal for q in team.quota.values()) for name, team in config.teams.items()
     }
-    return Prepared(jobs, trace.problems, config, setups, nominal)
+    origin = trace.start or DEFAULT_ORIGIN
+    return Prepared(jobs, trace.problems, config, setups, nominal, origin)
 
 
 def policies(request: Request) -> list[str]:
@@ -147,7 +152,7 @@ def simulate_all(
     else:
         outcomes = []
         for setup in prepared.setups:
-            simulation = Simulation(setup, prepared.jobs, prepared.nominal)
+            simulation = Simulation(setup, prepared.jobs, prepared.nominal, prepared.origin)
             report = None if progress is None else _throttled(progress, setup.name, total)
             outcomes.append(simulation.run(report))
     metrics = {outcome.policy: summarize(outcome) for outcome in outcomes}
@@ -167,7 +172,7 @@ def _run_one(index: int) -> Outcome:
     report = _throttled(
         lambda name, done, _: queue.put((name, done)), setup.name, len(prepared.jobs)
     )
-    return Simulation(setup, prepared.jobs, prepared.nominal).run(report)
+    return Simulation(setup, prepared.jobs, prepared.nominal, prepared.origin).run(report)
 
 
 def _in_processes(
