@@ -55,6 +55,7 @@ server.service.on("beforeTokenSigning", (token, req) => {
     const user = users()[body.username];
     token.payload.preferred_username = body.username;
     token.payload.groups = user?.groups ?? [];
+    Object.assign(token.payload, user?.claims ?? {});
   }
   token.payload.aud = body.aud ?? audience;
   token.payload.jti = randomUUID();
@@ -172,6 +173,7 @@ function verify(res, form) {
 async function issueUserTokens(req, res, user, clientId, scope) {
   const groups = users()[user]?.groups ?? [];
   const accessToken = await server.service.buildToken(req, TOKEN_TTL_S, (_header, payload) => {
+    Object.assign(payload, users()[user]?.claims ?? {});
     Object.assign(payload, { sub: user, preferred_username: user, groups, scope, client_id: clientId });
   });
   const refreshToken = randomBytes(32).toString("base64url");

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Start a real, local OpenID Connect provider for gpupool's tests: oauth2-mock-server (npm)
 # driven by scripts/oidc/provider.mjs, issuer http://127.0.0.1:$GPUPOOL_OIDC_PORT (18443).
-# Idempotent: exits 0 at once when the provider already answers (with the device flow this
-# provider.mjs adds; an older one started from here is replaced). Installs node/npm (apt) and
+# Idempotent: exits 0 at once when the provider already answers and runs this provider.mjs
+# (one started from another version of it is replaced). Installs node/npm (apt) and
 # the npm package when missing. Prints three lines for callers:
 #   issuer=<issuer URL>
 #   users=<the users file: {"<name>": {"password": "...", "groups": [...]}}, re-read per token>
@@ -36,7 +36,7 @@ mkdir -p "$ROOT"
 [ -f "$USERS" ] || echo '{}' > "$USERS"
 [ -f "$CLIENTS" ] || echo '{}' > "$CLIENTS"
 
-if answers; then
+if answers && cmp -s "$HERE/provider.mjs" "$ROOT/provider.mjs"; then
     log "provider already answers at $ISSUER"
     report
     exit 0
@@ -64,7 +64,7 @@ fi
 cp "$HERE/provider.mjs" "$ROOT/provider.mjs"
 
 if [ -f "$ROOT/provider.pid" ] && kill -0 "$(cat "$ROOT/provider.pid")" 2>/dev/null; then
-    log "a provider process runs but does not answer; restarting it"
+    log "a provider process runs but does not answer, or runs another provider.mjs; restarting it"
     kill "$(cat "$ROOT/provider.pid")" 2>/dev/null || true
     sleep 0.5
 fi

@@ -31,6 +31,11 @@ class OidcSettings:
     ``sub``), ``GPUPOOL_OIDC_ALGORITHMS`` (comma-separated, default ``RS256,ES256``) and
     ``GPUPOOL_OIDC_JWKS_URL`` (default: the issuer's discovery document says).
 
+    ``GPUPOOL_OIDC_UID_CLAIM`` and ``GPUPOOL_OIDC_GID_CLAIM`` (both, or neither), and
+    ``GPUPOOL_OIDC_GROUPS_GID_CLAIM`` (optional): the claims that carry the user's POSIX
+    identity (say ``uidNumber``, ``gidNumber``), for users not under ``users:`` nor in the
+    directory file (``auth.posix``). Unset, tokens give no identity.
+
     ``gpupool login`` signs users in with the provider's device flow as the public client
     ``GPUPOOL_OIDC_CLIENT_ID`` (optional: without it users pass ``--client-id``), asking for
     ``GPUPOOL_OIDC_CLI_SCOPE`` (default ``openid profile offline_access``; a provider that
@@ -45,6 +50,9 @@ class OidcSettings:
     jwks_url: str | None = None
     client_id: str | None = None
     cli_scope: str = DEFAULT_CLI_SCOPE
+    uid_claim: str | None = None
+    gid_claim: str | None = None
+    groups_gid_claim: str | None = None
 
 
 def load_oidc(env: Mapping[str, str]) -> OidcSettings | None:
@@ -66,6 +74,13 @@ def load_oidc(env: Mapping[str, str]) -> OidcSettings | None:
             f"GPUPOOL_OIDC_ALGORITHMS may not contain {', '.join(map(repr, unsafe))}: only "
             "asymmetric algorithms (RS256, ES256, PS256, ...) can be checked against the JWKS"
         )
+    uid_claim = env.get("GPUPOOL_OIDC_UID_CLAIM", "").strip() or None
+    gid_claim = env.get("GPUPOOL_OIDC_GID_CLAIM", "").strip() or None
+    if (uid_claim is None) != (gid_claim is None):
+        raise ConfigInvalid(
+            "set both GPUPOOL_OIDC_UID_CLAIM and GPUPOOL_OIDC_GID_CLAIM (the claims carrying a "
+            "user's uid and gid), or neither"
+        )
     return OidcSettings(
         issuer=issuer.rstrip("/"),
         audience=audience,
@@ -75,6 +90,9 @@ def load_oidc(env: Mapping[str, str]) -> OidcSettings | None:
         jwks_url=env.get("GPUPOOL_OIDC_JWKS_URL", "").strip() or None,
         client_id=env.get("GPUPOOL_OIDC_CLIENT_ID", "").strip() or None,
         cli_scope=" ".join(env.get("GPUPOOL_OIDC_CLI_SCOPE", "").split()) or DEFAULT_CLI_SCOPE,
+        uid_claim=uid_claim,
+        gid_claim=gid_claim,
+        groups_gid_claim=env.get("GPUPOOL_OIDC_GROUPS_GID_CLAIM", "").strip() or None,
     )
 
 

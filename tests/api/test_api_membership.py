@@ -119,3 +119,49 @@ def test_whoami_shows_group_roles(api: Api) -> None:
         "auditor": False,
         "teams": {"team-a": "member"},
     }
+
+
+def test_a_group_member_with_an_identity_in_the_directory_submits(
+    api: Api, directory: Path
+) -> None:
+    """No YAML edit: the directory gives dave a team (by group) and a uid, he submits, and
+    the controller will run the job as that uid with the team's gid."""
+    from gpupool.controller.loop import posix_identity
+    from gpupool.state import identities
+
+    body = {"command": ["true"], "team": "team-a"}
+    write(directory, "groups: {TeamA: [dave]}\nusers: {dave: {uid: 10010, gid: 10010}}\n")
+    created = api.client.post("/v1/jobs", json=body, headers=api.as_("dave"))
+    assert created.status_code == 201, created.text
+    config = api.runtime.current_config()
+    with api.runtime.sessions() as session:
+        stored = identities.lookup(session, "dave")
+    posix = posix_identity(config, "dave", "team-a", stored)
+    assert posix is not None and (posix.uid, posix.gid) == (10010, 10010)
+    assert config.teams["team-a"].gid in posix.groups
+    # Without the identity again, the next submit is refused, naming where one can come from.
+    write(directory, {"TeamA": ["dave"]})
+    refused = api.client.post("/v1/jobs", json=body, headers=api.as_("dave"))
+    assert refused.status_code == 403
+    assert "directory file" in refused.json()["error"]["message"]
+
+
+def test_platform_admins_by_group(tmp_path: Path, demo_path: Path, directory: Path) -> None:
+    config = yaml.safe_load(demo_path.read_text())
+    config["platform_admin_groups"] = ["gpu-admins"]
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    write(directory, {"gpu-admins": ["erin"]})
+    built = make_api(tmp_path / "home", path, directory_file=directory)
+    try:
+        with built.runtime.sessions.begin() as session:
+            built.tokens["erin"] = create_token(session, "erin", built.runtime.clock.now()).secret
+        me = built.client.get("/v1/whoami", headers=built.as_("erin")).json()
+        assert me["platform_admin"] is True
+        audit = built.client.get("/v1/audit", headers=built.as_("erin"))
+        assert audit.status_code == 200
+        write(directory, {"gpu-admins": [], "TeamA": ["erin"]})
+        assert built.client.get("/v1/audit", headers=built.as_("erin")).status_code == 403
+    finally:
+        built.client.close()
+        built.runtime.close()

@@ -22,9 +22,36 @@ class Provider:
     users_file: Path
     clients_file: Path
 
-    def set_users(self, *names: str, groups: list[str] | None = None) -> None:
-        users = {n: {"password": f"pw-{n}", "groups": groups or []} for n in names}
+    def set_users(
+        self,
+        *names: str,
+        groups: list[str] | None = None,
+        claims: dict[str, dict[str, object]] | None = None,
+    ) -> None:
+        """The provider's users (password ``pw-<name>``), each in ``groups``; ``claims``: per
+        user, extra claims of their tokens."""
+        users = {
+            n: {"password": f"pw-{n}", "groups": groups or [], "claims": (claims or {}).get(n, {})}
+            for n in names
+        }
         self.users_file.write_text(json.dumps(users))
+
+    def password_token(self, user: str, client_id: str = "gpupool-cli") -> str:
+        """``user``'s access token through the password grant."""
+        discovery = httpx.get(f"{self.issuer}/.well-known/openid-configuration", timeout=10)
+        reply = httpx.post(
+            discovery.json()["token_endpoint"],
+            data={
+                "grant_type": "password",
+                "username": user,
+                "password": f"pw-{user}",
+                "client_id": client_id,
+            },
+            timeout=10,
+        )
+        assert reply.status_code == 200, reply.text
+        token: str = reply.json()["access_token"]
+        return token
 
     def set_clients(self, clients: dict[str, dict[str, float]]) -> None:
         """Device-flow timings per client id: ``interval`` and ``expires_in`` seconds."""

@@ -3,7 +3,8 @@
 ``gpt_...`` bearers are API tokens checked against the store; anything shaped like a JWT
 is an OIDC token when OIDC is configured. Either way the user's groups (the token's groups
 claim, plus the directory file's groups) are resolved on every request and turned into
-team roles by :func:`principal_for`, so membership changes apply at the next request.
+team roles by :func:`principal_for`, so membership changes apply at the next request; so is
+the POSIX identity of a user not under ``users:`` (``auth.posix``).
 
 Failure messages say what is wrong and how to fix it, and never repeat the bearer.
 """
@@ -43,6 +44,7 @@ class Authenticator:
             with self._sessions() as session:
                 row = verify_token(session, bearer, self._clock.now())
             user, token_id, claimed, api_token = row.user, row.id, frozenset[str](), True
+            claimed_posix = None
         elif self._oidc is None:
             raise Unauthenticated(
                 "this server accepts gpupool API tokens (gpt_...) only: OIDC is not set up "
@@ -51,9 +53,14 @@ class Authenticator:
         else:
             identity = self._oidc.validate(bearer)
             user, token_id, claimed = identity.user, identity.token_id, identity.groups
-            api_token = False
+            api_token, claimed_posix = False, identity.posix
         listed = self._directory.groups_of(user) if self._directory else frozenset[str]()
         if api_token and user not in config.users and not listed:
             # An API token of someone no longer in the configuration nor in any directory group.
             raise Unauthenticated(f"user {user!r} no longer exists in the configuration")
-        return principal_for(config, user, token_id, claimed | listed)
+        # The POSIX identity of a user not under users: the directory's, else the token's.
+        posix = self._directory.identity_of(user) if self._directory else None
+        source = "directory"
+        if posix is None:
+            posix, source = claimed_posix, "token"
+        return principal_for(config, user, token_id, claimed | listed, posix, source)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import httpx
 import jwt
 
+from gpupool.auth.posix import ClaimNames, PosixId, from_claims
 from gpupool.config import OidcSettings
 from gpupool.core.errors import Unauthenticated, Unavailable
 
@@ -32,6 +33,7 @@ class OidcIdentity:
     user: str
     groups: frozenset[str]
     token_id: str  # "jwt:<jti>" or "jwt": for the audit trail, never the token itself
+    posix: PosixId | None = None  # from the claims GPUPOOL_OIDC_UID_CLAIM ... name, if any
 
 
 class SigningKeys(Protocol):
@@ -110,6 +112,7 @@ class OidcValidator:
             user=self._user(claims),
             groups=_groups(claims.get(s.groups_claim)),
             token_id=f"jwt:{str(claims['jti'])[:32]}" if claims.get("jti") else "jwt",
+            posix=from_claims(claims, ClaimNames(s.uid_claim, s.gid_claim, s.groups_gid_claim)),
         )
 
     def _user(self, claims: dict[str, Any]) -> str:

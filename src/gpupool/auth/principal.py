@@ -1,7 +1,8 @@
 """Who is asking, and the one authorization check every route goes through (T3).
 
 Roles per team: ``admin`` and ``member`` may read and mutate the team's jobs, ``viewer``
-may only read; a team admin also reads the team's audit trail. A platform admin may do
+may only read; a team admin also reads the team's audit trail. A platform admin
+(``users.<name>.platform_admin``, or a member of one of ``platform_admin_groups``) may do
 everything. A platform-wide ``auditor`` (``users.<name>.auditor``) reads every team's usage and
 costs (:meth:`Principal.reads_usage_of`) and nothing else beyond their own team roles; it
 never adds a right to change anything. Everything else is ``Forbidden``.
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gpupool.auth.posix import PosixId
 from gpupool.core.errors import Forbidden
 from gpupool.spec.models import ClusterConfig
 
@@ -28,6 +30,10 @@ class Principal:
     platform_admin: bool = False
     roles: dict[str, str] = field(default_factory=dict)  # team -> role
     auditor: bool = False  # reads every team's usage and costs (C2), nothing more
+    # The POSIX identity the directory file or the token gave (auth.posix); None when it
+    # comes from users: in the configuration, or from nowhere.
+    posix: PosixId | None = None
+    posix_source: str = ""  # "directory" or "token", when ``posix`` is set
 
     @property
     def reads_all_usage(self) -> bool:
@@ -49,14 +55,20 @@ class Principal:
 
 
 def principal_for(
-    config: ClusterConfig, user: str, token_id: str, groups: frozenset[str] = frozenset()
+    config: ClusterConfig,
+    user: str,
+    token_id: str,
+    groups: frozenset[str] = frozenset(),
+    posix: PosixId | None = None,
+    posix_source: str = "",
 ) -> Principal:
     """Roles come from the applied configuration and the user's identity-provider groups as
     of this request, so a change to either applies at the next request (T1).
 
     An explicit ``members:`` entry gives its role; otherwise a team one of whose ``groups``
     the user is in makes them a ``member`` of it. Explicit entries win, so a team can make a
-    group member a viewer or an admin by listing them.
+    group member a viewer or an admin by listing them. A member of one of
+    ``platform_admin_groups`` is a platform admin.
     """
     spec = config.users.get(user)
     roles: dict[str, str] = {}
@@ -68,9 +80,12 @@ def principal_for(
     return Principal(
         user=user,
         token_id=token_id,
-        platform_admin=bool(spec and spec.platform_admin),
+        platform_admin=bool(spec and spec.platform_admin)
+        or not groups.isdisjoint(config.platform_admin_groups),
         roles=roles,
         auditor=bool(spec and spec.auditor),
+        posix=None if spec is not None else posix,
+        posix_source="" if spec is not None or posix is None else posix_source,
     )
 
 

@@ -41,6 +41,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from gpupool.auth.posix import PosixId
 from gpupool.backends.base import (
     JobHandle,
     JobSpec,
@@ -72,7 +73,7 @@ from gpupool.scheduler import (
     Preemption,
 )
 from gpupool.spec.models import ClusterConfig
-from gpupool.state import changes, jobs, queue
+from gpupool.state import changes, identities, jobs, queue
 from gpupool.state.db import Session, SessionFactory, store_outage
 from gpupool.state.models import AttemptRow, JobRow
 
@@ -470,6 +471,12 @@ class Controller:
             rows = queue.to_dispatch(session)
             if rows:  # only the leader submits; a tick with nothing to submit asks nothing more
                 self.leader.fence(session)  # a takeover since the read makes it fail
+            # Users not under users: run as the identity they submitted with (auth.posix).
+            stored = {
+                job.user: identities.lookup(session, job.user)
+                for job, _ in rows
+                if job.user not in config.users
+            }
         now = self._clock.monotonic()
         with self._lock:
             # A submission recorded after the rows above were read still shows as without a
@@ -483,7 +490,9 @@ class Controller:
                     continue
                 self._inflight.add(attempt.id)
             try:
-                spec = self._with_grant(job_spec(job, attempt, config), config)
+                spec = self._with_grant(
+                    job_spec(job, attempt, config, stored.get(job.user)), config
+                )
             except GrantError as exc:
                 # Like an unreachable backend: the attempt stays admitted and is tried again
                 # after the pool's backoff. The message names the cause, never a secret.
@@ -564,20 +573,29 @@ class Controller:
             finish_job(session, job, JobStatus.FAILED, now, None, f"rejected by backend: {result}")
 
 
-def posix_identity(config: ClusterConfig, user_name: str, team_name: str) -> PosixIdentity | None:
+def posix_identity(
+    config: ClusterConfig, user_name: str, team_name: str, stored: PosixId | None = None
+) -> PosixIdentity | None:
     """The user's uid, gid and groups, plus the gid of the team the job runs for (so that the
-    job can use the team's ``shared/``; not the gids of the user's other teams)."""
+    job can use the team's ``shared/``; not the gids of the user's other teams). ``users:``
+    of the configuration first, else ``stored``: the identity the user last submitted with,
+    from the directory file or their token (``auth.posix``)."""
     user = config.users.get(user_name)
-    if user is None:
+    if user is not None:
+        uid, gid, groups = user.uid, user.gid, list(dict.fromkeys(user.groups))
+    elif stored is not None:
+        uid, gid, groups = stored.uid, stored.gid, list(stored.groups)
+    else:
         return None
-    groups = list(dict.fromkeys(user.groups))
     team = config.teams.get(team_name)
     if team is not None and team.gid is not None and team.gid not in groups:
         groups.append(team.gid)
-    return PosixIdentity(user.uid, user.gid, tuple(groups))
+    return PosixIdentity(uid, gid, tuple(groups))
 
 
-def job_spec(job: JobRow, attempt: AttemptRow, config: ClusterConfig) -> JobSpec:
+def job_spec(
+    job: JobRow, attempt: AttemptRow, config: ClusterConfig, stored: PosixId | None = None
+) -> JobSpec:
     return JobSpec(
         job_id=job.id,
         attempt=attempt.number,
@@ -592,7 +610,7 @@ def job_spec(job: JobRow, attempt: AttemptRow, config: ClusterConfig) -> JobSpec
         memory_gb=job.memory_gb,
         env=dict(job.env),
         max_runtime_s=job.max_runtime_s,
-        posix=posix_identity(config, job.user, job.team),
+        posix=posix_identity(config, job.user, job.team, stored),
         devices=tuple(tuple(int(d) for d in p["devices"]) for p in attempt.placements),
         inputs=tuple(job.inputs),
         outputs=tuple(job.outputs),

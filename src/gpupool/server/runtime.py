@@ -15,6 +15,7 @@ from pathlib import Path
 from gpupool.auth.directory import Directory
 from gpupool.auth.identity import Authenticator
 from gpupool.auth.oidc import OidcValidator
+from gpupool.auth.posix import PosixId
 from gpupool.backends.base import AdapterContext
 from gpupool.backends.registry import PoolBackend, Registry
 from gpupool.config import Settings
@@ -37,6 +38,7 @@ from gpupool.server.services.tokens import TokenService
 from gpupool.server.services.usage import UsageService
 from gpupool.server.webhooks import WebhookWorker
 from gpupool.spec.models import ClusterConfig
+from gpupool.state import identities
 from gpupool.state.db import Engine, SessionFactory, Sessions, make_engine, session_factory
 from gpupool.state.schema import ensure_schema
 from gpupool.state.secrets import GRANT_KEY, shared_secret
@@ -84,6 +86,7 @@ class Runtime:
             self.clock,
             groups_of=directory.groups_of if directory else None,
             unverified_groups=oidc is not None,  # a token's group claim cannot be re-read
+            stored_identity=self._stored_identity,
         )
         self.jobs = JobService(
             self.sessions,
@@ -115,6 +118,10 @@ class Runtime:
         if self.live is not None:
             self.config = self.live.get()
         return self.config
+
+    def _stored_identity(self, user: str) -> PosixId | None:
+        with self.sessions() as session:
+            return identities.lookup(session, user)
 
     def _prepare_storage(self, config: ClusterConfig) -> None:
         prepare_storage(config, self.settings)

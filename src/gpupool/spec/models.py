@@ -289,6 +289,11 @@ class ClusterConfig(_Strict):
     cohorts: dict[str, Cohort] = Field(default_factory=dict)
     teams: dict[str, Team] = Field(default_factory=dict)
     users: dict[str, User] = Field(default_factory=dict)
+    platform_admin_groups: list[str] = Field(
+        default_factory=list,
+        description="Identity-provider (or directory file) groups whose members are platform "
+        "admins, besides users with platform_admin: true.",
+    )
     scheduler: SchedulerSettings = SchedulerSettings()
     storage: Storage = Storage()
     accounting: Accounting = Accounting()

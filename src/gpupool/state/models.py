@@ -256,6 +256,21 @@ class ControllerLeaseRow(Base):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class PosixIdentityRow(Base):
+    """The POSIX identity a user not under ``users:`` had at their last submit, from the
+    directory file or their token's claims (``auth.posix``): what the controller runs their
+    jobs as, and what the data service checks their signed URLs as."""
+
+    __tablename__ = "posix_identities"
+
+    user: Mapped[str] = mapped_column(String(100), primary_key=True)
+    uid: Mapped[int] = mapped_column(Integer)
+    gid: Mapped[int] = mapped_column(Integer)
+    groups: Mapped[list[int]] = mapped_column(JSON, default=list)
+    source: Mapped[str] = mapped_column(String(20))  # "directory" or "token"
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class SecretRow(Base):
     """A secret every server process of one store must agree on (the grant key), created
     once by whichever process starts first. Never logged, never returned by the API."""

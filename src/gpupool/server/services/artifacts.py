@@ -34,6 +34,8 @@ from pathlib import Path
 
 import anyio.to_thread
 
+from gpupool.auth.posix import PosixId
+from gpupool.backends.base import PosixIdentity
 from gpupool.controller.clock import Clock
 from gpupool.controller.loop import posix_identity
 from gpupool.core.errors import Forbidden, InvalidRequest, NotFound
@@ -49,6 +51,7 @@ HOME_DIR_MODE, HOME_FILE_MODE = 0o700, 0o600
 SHARED_DIR_MODE, SHARED_FILE_MODE = SHARED_MODE, 0o660
 
 GroupsOf = Callable[[str], frozenset[str]]
+StoredIdentity = Callable[[str], PosixId | None]
 
 WRITE_CHUNK = 1 << 20  # bytes of a request body gathered per write to the file
 
@@ -64,11 +67,14 @@ class ArtifactService:
         groups_of: GroupsOf | None = None,
         unverified_groups: bool = False,
         as_root: bool | None = None,
+        stored_identity: StoredIdentity | None = None,
     ) -> None:
         """``groups_of``: a user's identity-provider groups as known now (the directory
         file); ``unverified_groups``: group members may also come from a token's claim
         (OIDC), which cannot be read again without the user's token. ``as_root``: apply
-        the job user's permissions and owners (default: whether this process is root)."""
+        the job user's permissions and owners (default: whether this process is root).
+        ``stored_identity``: the POSIX identity a user not under ``users:`` last submitted
+        with (``state.identities``)."""
         self._signer = signer
         self._config = config
         self._home = home
@@ -76,6 +82,7 @@ class ArtifactService:
         self._groups_of = groups_of
         self._unverified_groups = unverified_groups
         self._as_root = os.geteuid() == 0 if as_root is None else as_root
+        self._stored_identity = stored_identity
 
     def _authorize(
         self, method: str, team: str, raw: str, params: Mapping[str, str]
@@ -122,14 +129,14 @@ class ArtifactService:
     def _identity(self, config: ClusterConfig, user: str, team: str) -> Identity | None:
         if not self._as_root:
             return None
-        posix = posix_identity(config, user, team)
+        posix = self._posix(config, user, team)
         if posix is None:
             # Fail closed: without a uid to check as, the server (root) could do what no
             # job can, e.g. read another member's home (the user left users: after the URL
             # was made, and is still in the team through a group).
             raise Forbidden(
-                f"user {user!r} has no POSIX identity (uid, gid) in the configuration: this "
-                "URL is void; an operator must add them under users:"
+                f"user {user!r} has no POSIX identity (uid, gid): this URL is void; an "
+                "operator must add them under users:, or to the directory file"
             )
         return Identity(posix.uid, posix.gid, frozenset(posix.groups))
 
@@ -186,12 +193,18 @@ class ArtifactService:
             raise
         return pending.size
 
+    def _posix(self, config: ClusterConfig, user: str, team: str) -> PosixIdentity | None:
+        stored = None
+        if user not in config.users and self._stored_identity is not None:
+            stored = self._stored_identity(user)
+        return posix_identity(config, user, team, stored)
+
     def _new_owner(self, config: ClusterConfig, user: str, team: str, parts: list[str]) -> NewOwner:
         """Owner and modes of what a write of ``user`` creates (module docstring)."""
-        spec = config.users.get(user)
-        uid = spec.uid if spec is not None and self._as_root else None
+        posix = self._posix(config, user, team) if self._as_root else None
+        uid = posix.uid if posix is not None else None
         team_gid = config.teams[team].gid
         if parts[0] == SHARED and team_gid is not None:
             return NewOwner(uid, team_gid, SHARED_DIR_MODE, SHARED_FILE_MODE)
-        gid = spec.gid if spec is not None and self._as_root else None
+        gid = posix.gid if posix is not None else None
         return NewOwner(uid, gid, HOME_DIR_MODE, HOME_FILE_MODE)

@@ -42,7 +42,7 @@ from gpupool.server.services.submit_checks import (
 )
 from gpupool.server.views import job_out
 from gpupool.spec.models import ClusterConfig
-from gpupool.state import jobs, queue
+from gpupool.state import identities, jobs, queue
 from gpupool.state.db import IntegrityError, Session, SessionFactory
 from gpupool.state.group_commit import GroupCommit
 from gpupool.state.models import AttemptRow, JobRow
@@ -97,6 +97,7 @@ class JobService:
         )
 
         def write(session: Session) -> None:
+            self._remember_identity(session, principal)
             jobs.add(session, row)
             jobs.add_event(session, job_id, row.submitted_at, "submitted", f"by {principal.user}")
             if audit is not None:
@@ -142,6 +143,7 @@ class JobService:
         at = common["submitted_at"]
         try:
             with self._sessions.begin() as session:
+                self._remember_identity(session, principal)
                 jobs.add_many(session, rows)
                 jobs.add_events(
                     session,
@@ -186,12 +188,13 @@ class JobService:
         config = self._config()
         team = resolve_team(body, principal, config)
         authorize(principal, Action.MUTATE, team)
-        if principal.user not in config.users:
+        if principal.user not in config.users and principal.posix is None:
             # Team membership may come from identity-provider groups alone, but a job must
             # run as someone: without a POSIX identity it would run as the server's user.
             raise Forbidden(
-                f"user {principal.user!r} has no POSIX identity: an operator must add them "
-                "under users: (uid, gid) in the configuration before they can submit jobs"
+                f"user {principal.user!r} has no POSIX identity (uid, gid): an operator must "
+                "add them under users: in the configuration or to the directory file, or "
+                "have the identity provider send it (GPUPOOL_OIDC_UID_CLAIM)"
             )
         gpu_types = check_against_config(body, team, config)
         inputs, outputs = check_data_paths(body, principal.user)
@@ -208,6 +211,14 @@ class JobService:
             priority_class=priority_class,
             priority=config.priority_classes[priority_class].value,
         )
+
+    def _remember_identity(self, session: Session, principal: Principal) -> None:
+        """The identity a user not under ``users:`` submits with, for the controller to run
+        the job as (``auth.posix``), in the submit's own transaction."""
+        if principal.posix is not None:
+            identities.remember(
+                session, principal.user, principal.posix, principal.posix_source, self._clock.now()
+            )
 
     def _columns(
         self, principal: Principal, body: JobSubmit, checked: _Checked, id_: str
