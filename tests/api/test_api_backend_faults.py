@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from gpupool.backends.base import Backend, BackendStatus, JobHandle, JobSpec, LogChunk
+from gpupool.backends.base import (
+    Backend,
+    BackendStatus,
+    Capability,
+    JobHandle,
+    JobSpec,
+    LogChunk,
+    PoolCapacity,
+)
 from gpupool.backends.errors import BackendUnavailable
 from support.apikit import Api
 
@@ -108,3 +116,49 @@ def test_outage_while_running_keeps_the_job(api: Api, flaky: Flaky, open_dir: Pa
     flaky.down = False
     api.tick_until(lambda: api.status(job) == "succeeded", timeout=20, what="seen to finish")
     assert api.job("alice", job)["attempt"] == 1
+
+
+class Probed(Flaky):
+    """A backend that reports its pool's capacity: what the controller's probes ask."""
+
+    def __init__(self, inner: Backend) -> None:
+        super().__init__(inner)
+        self.capabilities = inner.capabilities | {Capability.CAPACITY}
+        self.asked = 0
+
+    def pool_capacity(self) -> PoolCapacity:
+        self.asked += 1
+        self._check()
+        return PoolCapacity(nodes=2, gpus_per_node=4)
+
+
+def test_a_pool_that_does_not_answer_its_probe_admits_nothing_until_it_does(
+    api: Api, monkeypatch: pytest.MonkeyPatch, open_dir: Path
+) -> None:
+    registry = api.runtime.execution._registry
+    probed = Probed(registry.get(wrapped_pool))
+    real_get = registry.get
+    monkeypatch.setattr(
+        registry, "get", lambda pool: probed if pool == wrapped_pool else real_get(pool)
+    )
+    api.tick_until(lambda: probed.asked >= 1, what="the probe at start")
+    api.runtime.controller.wait_backend_calls()
+
+    def h100() -> dict[str, object]:
+        pools = api.client.get("/v1/pools", headers=api.as_("alice")).json()["items"]
+        found: dict[str, object] = next(p for p in pools if p["name"] == wrapped_pool)
+        return found
+
+    api.tick_until(lambda: h100()["available"] is False, what="the pool shown unavailable")
+    assert "unreachable: connection refused" in str(h100()["message"])
+    job = api.submit("alice", command=["true"], resources={"gpus": 1, "gpu_types": ["h100"]})
+    for _ in range(20):
+        api.runtime.controller.tick()
+    assert api.status(job["id"]) == "queued" and probed.submits == 0  # nothing admitted there
+    why = api.client.get(f"/v1/jobs/{job['id']}/why", headers=api.as_("alice")).json()
+    assert why["summary"].startswith("waiting: no pool it may use is available now")
+    assert "connection refused" in why["summary"]
+    probed.down = False  # the next probe, after the backoff, finds it again
+    api.tick_until(lambda: h100()["available"] is True, timeout=20, what="available again")
+    api.tick_until(lambda: api.status(job["id"]) == "succeeded", timeout=20, what="the job run")
+    assert probed.submits == 1

@@ -15,8 +15,6 @@ from typing import Any, TypeVar
 
 from gpupool.backends.base import (
     BackendStatus,
-    Capability,
-    CapacityReporter,
     JobHandle,
     JobSpec,
     LogChunk,
@@ -24,6 +22,7 @@ from gpupool.backends.base import (
 )
 from gpupool.backends.errors import BackendError, BackendUnavailable
 from gpupool.backends.registry import Registry
+from gpupool.controller.probes import ask
 
 log = logging.getLogger(__name__)
 
@@ -58,16 +57,12 @@ class ExecutionService:
         """``poll`` on a worker thread; the future raises ``BackendError`` subclasses only."""
         return self._pool.submit(_classified, self.poll, pool, handles)
 
-    def capacity_async(self, pool: str) -> Future[PoolCapacity | None]:
-        """The pool's capacity as its backend reports it; None when it cannot tell."""
+    def probe_async(self, pool: str, backend: str) -> Future[PoolCapacity | None]:
+        """One cheap question to the pool's backend (``probes.ask``): its capacity, or None
+        when it reports none; the future raises ``BackendError`` subclasses only."""
 
         def read() -> PoolCapacity | None:
-            backend = self._registry.get(pool)
-            if Capability.CAPACITY not in backend.capabilities:
-                return None
-            if not isinstance(backend, CapacityReporter):
-                return None
-            return backend.pool_capacity()
+            return ask(self._registry.get(pool), pool, backend)
 
         return self._pool.submit(_classified, read)
 

@@ -48,7 +48,7 @@ from gpupool.backends.base import (
     PoolCapacity,
     PosixIdentity,
 )
-from gpupool.backends.errors import BackendError, BackendUnavailable
+from gpupool.backends.errors import BackendUnavailable
 from gpupool.controller.accounting import Accrual
 from gpupool.controller.backoff import Backoff
 from gpupool.controller.budgets import BudgetWatch
@@ -58,6 +58,7 @@ from gpupool.controller.fairshare import HORIZON_HALF_LIVES, UsageInterval, deca
 from gpupool.controller.leader import Leadership, LeaseLost, SoleLeader
 from gpupool.controller.observer import CycleSeen, NullObserver, Observer
 from gpupool.controller.parking import Parking
+from gpupool.controller.probes import Probes
 from gpupool.controller.snapshot import build_snapshot, policy_for
 from gpupool.controller.state import QueueState
 from gpupool.controller.sync import BackendSync
@@ -81,7 +82,6 @@ log = logging.getLogger(__name__)
 
 MIN_TICK_GAP_S = 0.05
 FULL_CYCLE_S = 10.0
-CAPACITY_REFRESH_S = 30.0
 STORE_RETRY_FIRST_S = 0.5
 STORE_RETRY_MAX_S = 5.0
 
@@ -135,9 +135,8 @@ class Controller:
         self.backoff = Backoff()
         self.store_lost_at: float | None = None  # monotonic; set while the store is away
         self._store_retry_s = STORE_RETRY_FIRST_S
-        self._capacity: dict[str, PoolCapacity] = {}
-        self._capacity_calls: dict[str, Future[PoolCapacity | None]] = {}
-        self._capacity_at = float("-inf")
+        # Each pool's backend asked at start and every PROBE_EVERY_S (probes.py).
+        self.probes = Probes(self.backoff, self._start_probe, lambda: self.wake(reschedule=False))
         self._sync = BackendSync(
             sessions,
             execution,
@@ -288,37 +287,20 @@ class Controller:
 
     @property
     def capacity(self) -> dict[str, PoolCapacity]:
-        """What backends last reported of their pools' capacity (pools that report it)."""
-        return dict(self._capacity)
+        """What the pools' probes last said of their capacity (pools that report it, and
+        pools that do not answer: no usable node)."""
+        return dict(self.probes.capacity)
 
     def refresh_capacity(self) -> None:
-        """Ask backends that report capacity (Slurm's sinfo, ...) what their pools really
-        have, every ``CAPACITY_REFRESH_S``; a change makes the scheduler look again."""
-        for pool, future in list(self._capacity_calls.items()):
-            if not future.done():
-                continue
-            del self._capacity_calls[pool]
-            try:
-                seen = future.result()
-            except BackendError as exc:
-                log.warning("cannot read the capacity of pool %s: %s", pool, exc)
-                self.observer.backend_error(pool, "capacity", exc)
-                continue
-            if seen is None:
-                self._capacity.pop(pool, None)
-            elif self._capacity.get(pool) != seen:
-                self._capacity[pool] = seen
-                self._dirty = True
-        now = self._clock.monotonic()
-        if now - self._capacity_at < CAPACITY_REFRESH_S:
-            return
-        self._capacity_at = now
-        for pool in self._config().pools:
-            if pool.name in self._capacity_calls or self.backoff.blocked(pool.name, now):
-                continue
-            future = self._execution.capacity_async(pool.name)
-            self._capacity_calls[pool.name] = future
-            future.add_done_callback(lambda _: self.wake(reschedule=False))
+        """Probe the pools that are due (``probes.py``); a change makes the scheduler look
+        again."""
+        config = self._config()
+        if self.probes.refresh((p.name for p in config.pools), self._clock.monotonic()):
+            self._dirty = True
+
+    def _start_probe(self, pool: str) -> Future[PoolCapacity | None]:
+        found = next((p for p in self._config().pools if p.name == pool), None)
+        return self._execution.probe_async(pool, found.backend if found else "")
 
     def wait_backend_calls(self, timeout: float = 10.0) -> None:
         """Let polls and cancels in flight finish (for tests that step the loop by hand)."""
@@ -335,7 +317,7 @@ class Controller:
             (),
             self.queue.running(),
             self._usage_history(config, now),
-            self._capacity,
+            self.probes.capacity,
         )
         if self._nominations:
             snapshot = dataclasses.replace(snapshot, nominations=self._nominations)

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from gpupool.backends.base import CapacityReporter, JobHandle
 from gpupool.backends.errors import BackendError
 from gpupool.backends.registry import Registry
 from gpupool.config import Settings
+from gpupool.controller.probes import ask
 from gpupool.data import storage
 from gpupool.data.grants.local import KEY_FILE
 from gpupool.data.roots import LocalRoot, team_root
@@ -150,14 +150,12 @@ def _probe(backend: object, pool: str, name: str, runner: Callable[[], str | Non
         if problem is not None:
             raise BackendError(problem)
         return "the job runner starts"
-    if isinstance(backend, CapacityReporter):
-        capacity = backend.pool_capacity()
+    # The question the controller's probes ask (controller/probes.py).
+    capacity = ask(backend, pool, name)
+    if capacity is not None:
         return f"answers: {capacity.nodes} usable node(s), {capacity.gpus_per_node} GPU(s) each"
-    poll = getattr(backend, "poll", None)
-    if not callable(poll):
+    if not callable(getattr(backend, "poll", None)):
         return "loaded (no probe for this backend)"
-    # A job that was never submitted: one listing, and nothing is started or stopped.
-    poll([JobHandle(name, pool, provider_id="gpupool-doctor-probe", key="doctor.0")])
     return "answers a job listing"
 
 

@@ -85,7 +85,7 @@ class Instant:
         self.submitted.append(spec.job_id)
         done(spec, JobHandle("fake", spec.pool, spec.key, spec.key, {}))
 
-    def capacity_async(self, pool: str) -> Future[None]:
+    def probe_async(self, pool: str, backend: str) -> Future[None]:
         future: Future[None] = Future()
         future.set_result(None)
         return future

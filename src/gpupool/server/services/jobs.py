@@ -355,7 +355,7 @@ class JobService:
             job_id=row.id,
             status=row.status,
             last_considered_at=considered if row.status == JobStatus.QUEUED else row.reasons_at,
-            summary=self._backend_wait(row) or _why_summary(row, reasons),
+            summary=self._backend_wait(row) or self._pools_away(row) or _why_summary(row, reasons),
             reasons=reasons if row.status == JobStatus.QUEUED else [],
         )
 
@@ -374,6 +374,26 @@ class JobService:
             f"admitted on {row.pool}, whose backend cannot be reached: "
             f"{health.message or 'no reason given'}{retry} (the job keeps its place and GPUs)"
         )
+
+    def _pools_away(self, row: JobRow) -> str | None:
+        """For a queued job whose every pool is unavailable (its probe or its dispatches
+        fail): that, with each pool's reason (None otherwise). Nothing is admitted there
+        until the pool answers again."""
+        if row.status != JobStatus.QUEUED or self._pool_health is None:
+            return None
+        types = set(row.gpu_types or [])
+        candidates = [
+            p.name
+            for p in self._config().pools
+            if (not types or p.gpu_type in types) and (row.backend in (None, "auto", p.backend))
+        ]
+        if not candidates:
+            return None
+        away = {name: self._pool_health(name) for name in candidates}
+        if any(health.available for health in away.values()):
+            return None
+        said = "; ".join(f"{name}: {h.message or 'no reason given'}" for name, h in away.items())
+        return f"waiting: no pool it may use is available now ({said})"
 
     # -- mutate ---------------------------------------------------------------------------
 
