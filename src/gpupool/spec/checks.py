@@ -267,7 +267,7 @@ def check_scheduler(config: ClusterConfig) -> Iterator[Finding]:
 def check_storage(config: ClusterConfig) -> Iterator[Finding]:
     """Storage roots parse (see ``gpupool.data.roots``) and per-team roots name known teams."""
     storage = config.storage
-    hint = "see 'Per-job data grants' in README.md"
+    hint = "see docs/data.md (per-job data grants)"
     if storage.root is not None:
         # Every team without a root of its own gets one under the shared root: each must parse
         # (an az:// root becomes a container per team, and container names have rules).
