@@ -27,7 +27,13 @@ from gpupool.client.models import (
     WhyReport,
 )
 from gpupool.client.settings import resolve
-from gpupool.client.usage import UsageAttempt, UsageAttemptPage, UsageReport, report_params
+from gpupool.client.usage import (
+    UsageAttempt,
+    UsageAttemptPage,
+    UsageReport,
+    attempts_request,
+    report_params,
+)
 
 
 class AsyncClient:
@@ -226,10 +232,7 @@ class AsyncClient:
         self, *, costs: bool = False, limit: int = 1000, cursor: str | None = None, **query: Any
     ) -> UsageAttemptPage:
         """One page of the per-attempt report (with costs when ``costs``)."""
-        params = {**report_params(**query), "report": "attempts", "limit": limit}
-        if cursor is not None:
-            params["cursor"] = cursor
-        path = f"{wire.API}/{'costs' if costs else 'usage'}"
+        path, params = attempts_request(costs, limit, cursor, query)
         return UsageAttemptPage.model_validate(await self._request("GET", path, params=params))
 
     async def iter_usage_attempts(

@@ -45,6 +45,7 @@ from gpupool.client.usage import (
     UsageAttempt,
     UsageAttemptPage,
     UsageReport,
+    attempts_request,
     report_params,
 )
 from gpupool.core.tokens import token_id_of
@@ -330,10 +331,7 @@ class Client:
         self, *, costs: bool = False, limit: int = 1000, cursor: str | None = None, **query: Any
     ) -> UsageAttemptPage:
         """One page of the per-attempt report (with costs when ``costs``)."""
-        params = {**report_params(**query), "report": "attempts", "limit": limit}
-        if cursor is not None:
-            params["cursor"] = cursor
-        path = f"{wire.API}/{'costs' if costs else 'usage'}"
+        path, params = attempts_request(costs, limit, cursor, query)
         return UsageAttemptPage.model_validate(self._request("GET", path, params=params))
 
     def iter_usage_attempts(self, *, costs: bool = False, **query: Any) -> Iterator[UsageAttempt]:

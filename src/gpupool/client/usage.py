@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import Field
 
 from gpupool.client.models import ReadModel
-from gpupool.client.wire import drop_none
+from gpupool.client.wire import API, drop_none
 
 TimeLike = datetime | date | str
 
@@ -116,3 +116,13 @@ def report_params(
             "group_by": group_by,
         }
     )
+
+
+def attempts_request(
+    costs: bool, limit: int, cursor: str | None, query: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The path and query of one page of the per-attempt report."""
+    params = {**report_params(**query), "report": "attempts", "limit": limit}
+    if cursor is not None:
+        params["cursor"] = cursor
+    return f"{API}/{'costs' if costs else 'usage'}", params
