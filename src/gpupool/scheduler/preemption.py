@@ -42,7 +42,9 @@ the first candidate there that frees enough alone, else the candidates in victim
 node has room for one member of the job, each counted only while its team's borrowed capacity
 lasts; a node costs (own team's jobs among them?, their highest priority, how many, the
 GPU-seconds they have run), least first, so a node freed by one whole-node job beats one freed
-by eight small ones;
+by eight small ones; for a job of several nodes, the nodes are also chosen after taking each
+gang candidate first (one gang may free every node needed, where a cheaper node chosen first
+would use up its team's headroom), and the cheapest plan wins;
 the ``nodes`` cheapest nodes of the cheapest pool are the target (among the nodes of the first
 ``_TARGET_SCAN`` candidates, which bounds the search on a large cluster). A victim spanning
 several nodes (a gang) is always preempted whole.
