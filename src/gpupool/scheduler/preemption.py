@@ -117,6 +117,8 @@ class Preemptor:
         self._index = VictimIndex(ws)
         self._borrowing: dict[tuple[str, str], tuple[tuple[int, int], list[str]]] = {}
         self._skipped = False  # a search of this cycle left out a protected job
+        # when the first job a search left out as too young may be preempted
+        self.protected_until: float | None = None
 
     def resolve(
         self, job: PendingJob, types: tuple[str, ...], no_fit: Assignment, budget_left: int | None
@@ -310,8 +312,10 @@ class Preemptor:
         for job in takewhile(allowed, jobs):
             if job.id in claimed:
                 continue
-            if protect and self.protected(job):
+            if protect and (why := self.protected(job)):
                 self._skipped = True  # the explanation looks for what protection stopped
+                if why == reasons.MIN_RUNTIME:
+                    self._young_until(job)
                 continue
             yield (flag, *victim_order(job)), job
 
@@ -326,6 +330,11 @@ class Preemptor:
         if least > 0 and self._ws.now < job.started_at + least:
             return reasons.MIN_RUNTIME
         return None
+
+    def _young_until(self, job: RunningJob) -> None:
+        until = job.started_at + self._policy.min_runtime_s[job.priority]
+        if self.protected_until is None or until < self.protected_until:
+            self.protected_until = until
 
     def _search(
         self,
