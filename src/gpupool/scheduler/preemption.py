@@ -100,6 +100,8 @@ _BOUND_AFTER = 32
 # Node targeting looks for the cheapest nodes among this many first candidates.
 _TARGET_SCAN = 1024
 _Key = tuple[int, int, float, str]
+# What :meth:`Preemptor._attempts` depends on of a job: team, priority, GPUs; then type, policy.
+_AttemptsKey = tuple[str, int, int, str, PreemptionPolicy]
 
 
 def policy_for(policy: Policy, cohort: str | None) -> PreemptionPolicy:
@@ -116,6 +118,7 @@ class Preemptor:
         self._policy = policy
         self._index = VictimIndex(ws)
         self._borrowing: dict[tuple[str, str], tuple[tuple[int, int], list[str]]] = {}
+        self._tried: dict[_AttemptsKey, tuple[tuple[int, int], list[tuple[bool, list[_Rule]]]]] = {}
         self._skipped = False  # a search of this cycle left out a protected job
         # when the first job a search left out as too young may be preempted
         self.protected_until: float | None = None
@@ -211,7 +214,22 @@ class Preemptor:
         self, job: PendingJob, f: str, policy: PreemptionPolicy
     ) -> list[tuple[bool, list[_Rule]]]:
         """(within nominal?, candidate rules) for attempts a and b; attempts without rules are
-        dropped (pass 1 already tried terminating jobs alone)."""
+        dropped (pass 1 already tried terminating jobs alone).
+
+        Remembered per team, priority, GPUs, type and policy while no usage in the team's
+        cohort changed and nothing was claimed (what :meth:`_borrowers` and
+        :meth:`_may_fit_within` read; the victim lists are fixed for the cycle)."""
+        ws = self._ws
+        key = (job.team, job.priority, job.total_gpus, f, policy)
+        stamp = (ws.rare_epoch, ws.quota_epoch(job.team, f))
+        known = self._tried.get(key)
+        if known is None or known[0] != stamp:
+            known = self._tried[key] = (stamp, self._new_attempts(job, f, policy))
+        return known[1]
+
+    def _new_attempts(
+        self, job: PendingJob, f: str, policy: PreemptionPolicy
+    ) -> list[tuple[bool, list[_Rule]]]:
         ws = self._ws
         same: list[_Rule] = []
         if policy.within_team is WithinTeam.LOWER_PRIORITY:
