@@ -21,6 +21,7 @@ from gpupool.spec.models import (
     GpuType,
     NodeShape,
     Pool,
+    PriorityClass,
     Quota,
     SchedulerSettings,
     Team,
@@ -210,3 +211,26 @@ def test_the_bill_of_the_borrow_case() -> None:
     assert got["idle_gpu_hours"] == pytest.approx(100 / 3600)
     assert got["idle_cost"] == pytest.approx(0.1)
     assert got["currency"] == "USD"
+
+
+def test_a_preemptor_starts_when_its_victim_has_run_its_minimum_run_time() -> None:
+    """a's low-priority job (protected for its first 300 s) holds the node when a's
+    high-priority job arrives at 100: no submit or end happens at 300, yet the victim becomes
+    preemptible then, and a cycle runs, as the controller's periodic cycle would."""
+    config = CONFIG.model_copy(
+        update={
+            "priority_classes": {
+                "low": PriorityClass(value=0, default=True, min_runtime_s=300),
+                "high": PriorityClass(value=10),
+            }
+        }
+    )
+    trace = [
+        TraceJob("low", 0, 1000, 4, "a", priority_class="low"),
+        TraceJob("high", 100, 50, 4, "a", priority_class="high"),
+    ]
+    outcome = simulate(policy_setup(config, "gpupool"), trace, NOMINAL)
+    got = {r.trace.job_id: (r.first_start, r.end) for r in outcome.jobs}
+    # Preempted at 300; high starts at the next tick and ends 50 s later, when low starts over.
+    assert got == pytest.approx({"low": (0, 350.05 + 1000), "high": (300.05, 350.05)})
+    assert outcome.preemptions == 1

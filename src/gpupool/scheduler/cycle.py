@@ -89,6 +89,7 @@ class Decisions:
     preemptions: list[Preemption] = field(default_factory=list)
     pending: dict[str, tuple[PendingReason, ...]] = field(default_factory=dict)
     nominations: list[Nomination] = field(default_factory=list)
+    protected_until: float | None = None  # see CycleResult.protected_until
 
 
 def run_cycle(snapshot: Snapshot, policy: Policy | None = None) -> CycleResult:
@@ -208,6 +209,7 @@ def admit_heads(
             heads.advance_top()  # after deciding: the team's next key must see its new usage
         if others_changed:
             heads.refresh()
+    cycle.decisions.protected_until = cycle.preemptor.protected_until
     return cycle.decisions
 
 
@@ -376,4 +378,5 @@ def collect_result(
         pending=decisions.pending,
         nominations=tuple(decisions.nominations),
         touched=touched,
+        protected_until=decisions.protected_until,
     )

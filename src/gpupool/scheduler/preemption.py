@@ -42,7 +42,9 @@ the first candidate there that frees enough alone, else the candidates in victim
 node has room for one member of the job, each counted only while its team's borrowed capacity
 lasts; a node costs (own team's jobs among them?, their highest priority, how many, the
 GPU-seconds they have run), least first, so a node freed by one whole-node job beats one freed
-by eight small ones;
+by eight small ones; for a job of several nodes, the nodes are also chosen after taking each
+gang candidate first (one gang may free every node needed, where a cheaper node chosen first
+would use up its team's headroom), and the cheapest plan wins;
 the ``nodes`` cheapest nodes of the cheapest pool are the target (among the nodes of the first
 ``_TARGET_SCAN`` candidates, which bounds the search on a large cluster). A victim spanning
 several nodes (a gang) is always preempted whole.
@@ -98,6 +100,8 @@ _BOUND_AFTER = 32
 # Node targeting looks for the cheapest nodes among this many first candidates.
 _TARGET_SCAN = 1024
 _Key = tuple[int, int, float, str]
+# What :meth:`Preemptor._attempts` depends on of a job: team, priority, GPUs; then type, policy.
+_AttemptsKey = tuple[str, int, int, str, PreemptionPolicy]
 
 
 def policy_for(policy: Policy, cohort: str | None) -> PreemptionPolicy:
@@ -114,7 +118,10 @@ class Preemptor:
         self._policy = policy
         self._index = VictimIndex(ws)
         self._borrowing: dict[tuple[str, str], tuple[tuple[int, int], list[str]]] = {}
+        self._tried: dict[_AttemptsKey, tuple[tuple[int, int], list[tuple[bool, list[_Rule]]]]] = {}
         self._skipped = False  # a search of this cycle left out a protected job
+        # when the first job a search left out as too young may be preempted
+        self.protected_until: float | None = None
 
     def resolve(
         self, job: PendingJob, types: tuple[str, ...], no_fit: Assignment, budget_left: int | None
@@ -207,7 +214,22 @@ class Preemptor:
         self, job: PendingJob, f: str, policy: PreemptionPolicy
     ) -> list[tuple[bool, list[_Rule]]]:
         """(within nominal?, candidate rules) for attempts a and b; attempts without rules are
-        dropped (pass 1 already tried terminating jobs alone)."""
+        dropped (pass 1 already tried terminating jobs alone).
+
+        Remembered per team, priority, GPUs, type and policy while no usage in the team's
+        cohort changed and nothing was claimed (what :meth:`_borrowers` and
+        :meth:`_may_fit_within` read; the victim lists are fixed for the cycle)."""
+        ws = self._ws
+        key = (job.team, job.priority, job.total_gpus, f, policy)
+        stamp = (ws.rare_epoch, ws.quota_epoch(job.team, f))
+        known = self._tried.get(key)
+        if known is None or known[0] != stamp:
+            known = self._tried[key] = (stamp, self._new_attempts(job, f, policy))
+        return known[1]
+
+    def _new_attempts(
+        self, job: PendingJob, f: str, policy: PreemptionPolicy
+    ) -> list[tuple[bool, list[_Rule]]]:
         ws = self._ws
         same: list[_Rule] = []
         if policy.within_team is WithinTeam.LOWER_PRIORITY:
@@ -308,8 +330,10 @@ class Preemptor:
         for job in takewhile(allowed, jobs):
             if job.id in claimed:
                 continue
-            if protect and self.protected(job):
+            if protect and (why := self.protected(job)):
                 self._skipped = True  # the explanation looks for what protection stopped
+                if why == reasons.MIN_RUNTIME:
+                    self._young_until(job)
                 continue
             yield (flag, *victim_order(job)), job
 
@@ -324,6 +348,11 @@ class Preemptor:
         if least > 0 and self._ws.now < job.started_at + least:
             return reasons.MIN_RUNTIME
         return None
+
+    def _young_until(self, job: RunningJob) -> None:
+        until = job.started_at + self._policy.min_runtime_s[job.priority]
+        if self.protected_until is None or until < self.protected_until:
+            self.protected_until = until
 
     def _search(
         self,

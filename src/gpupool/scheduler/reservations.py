@@ -28,6 +28,9 @@ submit time, and so its place, but its wait starts again). Starving jobs go firs
   what-if release of held room for backfill and RESERVED is skipped when no held node would
   gain room for the job; a starving job that could hold nothing (its team holds a reservation,
   or an identical request found no pool at this epoch) is decided like a non-starving one.
+  While no job in the workspace has a known end (a trace without ``max_runtime_s``), a node
+  without room now never gets any, so only pools with ``nodes`` nodes with room now are looked
+  at, and the ends are never collected.
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ class Reservations:
         # ``_ends`` per (pool, node), built once from the running jobs and extended with each
         # admission of the cycle as it appears (``_admitted_seen`` of ``ws.admitted`` so far).
         self._ends_by_node: dict[tuple[str, str], list[_End]] | None = None
+        self._running_ends: bool | None = None  # a running job has a known end (None: not known)
         self._admitted_seen = 0
         # Per (pool, node): how many ends it had when sorted, and those ends by time.
         self._by_end: dict[tuple[str, str], tuple[int, list[_End]]] = {}
@@ -113,7 +117,7 @@ class Reservations:
         if job.team in self._teams:
             return None
         ws, shape = self._ws, job_shape(job)
-        ends = self._ends()
+        ends = self._ends() if self._some_end_known() else None
         best: tuple[float, int, str, PoolRoom, tuple[int, ...]] | None = None
         for rank, f in enumerate(types):
             quota, used = ws.quota(job.team, f), ws.used(job.team, f)
@@ -122,7 +126,9 @@ class Reservations:
             if not gpuless_fits(job, f, ws):
                 continue  # nor for a GPU-less job its team's cap stops
             for pool in usable_pools(job, shape, f, ws):
-                times = self._earliest_nodes(pool, shape, ends)
+                if ends is None and len(pool.roomy_nodes(shape)) < shape.nodes:
+                    continue  # no node without room now has a known time to get it
+                times = self._earliest_nodes(pool, shape, ends or {})
                 if len(times) < shape.nodes or times[-1][0] == math.inf:
                     continue
                 key = (times[-1][0], rank, pool.name)
@@ -259,6 +265,16 @@ class Reservations:
                 known = self._by_end[at] = (len(node_ends), sorted(node_ends, key=_end_time))
             times.append((_earliest(node, shape, known[1], now), i))
         return heapq.nsmallest(shape.nodes, times)
+
+    def _some_end_known(self) -> bool:
+        """Whether a running job or an admission of this cycle has a known end; a running
+        job's is looked for once per cycle (the running jobs do not change within it)."""
+        if self._running_ends is None:
+            self._running_ends = any(job.ends_by is not None for job in self._ws.running)
+        if self._running_ends or self._ends_by_node is not None:
+            return True
+        admitted = self._ws.admitted
+        return any(entry[4] is not None for entry in admitted[self._admitted_seen :])
 
     def _ends(self) -> dict[tuple[str, str], list[_End]]:
         """Per (pool, node): when each job holding room there ends, and what it frees.

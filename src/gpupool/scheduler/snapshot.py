@@ -332,3 +332,8 @@ class CycleResult:
     # None: every type (a claim or a reservation). Jobs of other types were decided on what
     # the snapshot says of theirs (the controller's parking reads it). Not compared.
     touched: frozenset[str] | None = field(default=frozenset(), compare=False, repr=False)
+    # The earliest time a job that a preemption search of this cycle left out because it had
+    # not run its minimum run time may be preempted (None: no such job): a decision may change
+    # then without any other event, so a caller that runs cycles only on events (the
+    # simulator) runs one then. Not compared.
+    protected_until: float | None = field(default=None, compare=False, repr=False)

@@ -59,8 +59,9 @@ def target_nodes(
     free room would hold one member (a node they cannot free is not chosen). A node's cost
     (:data:`NodeCost`, least first, then packing order) counts the victims that are not ending
     already; ``team`` is the preemptor's, whose own jobs count after other teams' borrowed ones.
-    The pool whose chosen nodes cost least in sum (then by name) is
-    the target. No pool with enough such nodes: the order is unchanged.
+    For a job of several nodes, the same choice is also made after taking each gang candidate
+    first, and the cheapest plan wins. The pool whose chosen nodes cost least in sum (then by
+    name) is the target. No pool with enough such nodes: the order is unchanged.
     """
     on_node: dict[str, dict[str, list[RunningJob]]] = {}  # pool -> node -> its candidates
     for job in candidates:
@@ -93,14 +94,50 @@ def _cheapest_nodes(
     """The summed cost and the victims of the ``shape.nodes`` nodes of ``pool`` chosen one at a
     time, cheapest first (see :func:`target_nodes`); None when the pool has too few. Only nodes
     with candidates, and the first ``shape.nodes`` with room now, are looked at: no other can
-    be freed, and those with room all cost nothing."""
+    be freed, and those with room all cost nothing.
+
+    For a job of several nodes, each gang candidate (a victim on several nodes) is also tried
+    as the first victim, and the cheapest of these plans wins (the plain one on a tie): a gang
+    that alone frees several nodes is otherwise missed when a cheaper node chosen first uses
+    up its team's headroom."""
     looked = {i for name in on_node if (i := pool.node_index(name)) is not None}
     looked.update(pool.roomy_nodes(shape))
+    best = _choose_nodes(pool, shape, on_node, looked, team, headroom, now, None)
+    if shape.nodes > 1:
+        gangs = {j.id: j for jobs in on_node.values() for j in jobs if len(j.placements) > 1}
+        for gang in gangs.values():
+            plan = _choose_nodes(pool, shape, on_node, looked, team, headroom, now, gang)
+            if plan is not None and (best is None or plan[0] < best[0]):
+                best = plan
+    return best
+
+
+def _choose_nodes(
+    pool: PoolRoom,
+    shape: Shape,
+    on_node: Mapping[str, list[RunningJob]],
+    looked: set[int],
+    team: str,
+    headroom: Mapping[str, int],
+    now: float,
+    first: RunningJob | None,
+) -> tuple[NodeCost, list[RunningJob]] | None:
+    """One plan of :func:`_cheapest_nodes`: ``first`` (when given) taken before any node is
+    chosen, then the nodes among ``looked`` one at a time, cheapest first."""
     taken: dict[str, tuple[int, int]] = {}  # (GPUs, largest job) counted per team so far
     gone: set[str] = set()
-    chosen: set[int] = set()
     total: NodeCost = (0, 0, 0, 0.0)
     victims: list[RunningJob] = []
+    if first is not None:
+        limit = None if first.terminating else headroom.get(first.team)
+        if limit is not None and limit <= 0:
+            return None  # its team is not above nominal: it is no victim at all
+        gone.add(first.id)
+        taken[first.team] = _plus((0, 0), first)
+        victims.append(first)
+        if not first.terminating:
+            total = (int(first.team == team), first.priority, 1, _work(first, now))
+    chosen: set[int] = set()
     for _ in range(shape.nodes):
         best: tuple[NodeCost, int, list[RunningJob]] | None = None
         for index in sorted(looked - chosen):
@@ -193,10 +230,15 @@ def _free_node(
             own = max(own, int(job.team == team))
             count += 1
             top = max(top, job.priority)
-            work += job.gpus * max(0.0, now - job.started_at)
+            work += _work(job, now)
     if not node_has(devices, cpus, memory, shape):
         return None
     return (own, top, count, work), picked
+
+
+def _work(job: RunningJob, now: float) -> float:
+    """The GPU-seconds ``job`` has run: what preempting it loses."""
+    return job.gpus * max(0.0, now - job.started_at)
 
 
 def _plus(counted: tuple[int, int], job: RunningJob) -> tuple[int, int]:

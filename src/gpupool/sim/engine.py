@@ -23,9 +23,11 @@ The loop is the controller's tick with the clock and the store taken out:
 The one thing the controller has that the simulator does not is the database: the
 controller's SQL reads and writes would make a replay of months of a cluster take hours, and
 they hold no decision (what the controller's ``QueueState`` reads from the store, the
-simulator feeds to the same queues directly). Virtual time jumps from event to event; a
-starving job (Q8) is woken when it crosses ``starvation_after_s`` so reservations are taken
-as the controller's periodic cycle would take them.
+simulator feeds to the same queues directly). Virtual time jumps from event to event, and
+two moments that no event marks get a cycle of their own, as the controller's periodic cycle
+would see them: a waiting job crossing ``starvation_after_s`` (Q8: it may now hold room), and a
+running job that a preemption search left out for its minimum run time reaching it
+(``CycleResult.protected_until``: the preemptor it kept waiting may now take it).
 """
 
 from __future__ import annotations
@@ -134,6 +136,8 @@ class Simulation:
         self._running: tuple[RunningJob, ...] | None = ()  # None: changed since last built
         # When each waiting job started to wait, sorted: the next to starve is found by bisect.
         self._waits: list[tuple[float, str]] = []
+        # When the first job a cycle's preemption search left out as too young may be preempted.
+        self._protected_until = math.inf
         self.outcome = Outcome(
             setup.name,
             [],
@@ -225,7 +229,9 @@ class Simulation:
             if (dirty and now >= last_cycle + MIN_TICK_GAP_S) or now >= wake:
                 dirty = self._cycle()
                 last_cycle = now
-                wake = min(self._next_starvation(), self.budgets.next_change())
+                wake = min(
+                    self._next_starvation(), self._protected_until, self.budgets.next_change()
+                )
                 events += 1
             self._check_guarantees()
             if progress is not None:
@@ -281,6 +287,10 @@ class Simulation:
         groups = {team: queue.jobs() for team, queue in sorted(self.queues.items()) if len(queue)}
         result = self.parking.cycle(snapshot, self.policy, groups)
         self.nominations = result.nominations
+        if self._protected_until <= now:
+            self._protected_until = math.inf
+        if result.protected_until is not None and result.protected_until > now:
+            self._protected_until = min(self._protected_until, result.protected_until)
         self.outcome.cycles += 1
         for preemption in result.preemptions:
             self._preempt(self.by_id[preemption.job_id])

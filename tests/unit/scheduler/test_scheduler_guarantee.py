@@ -230,8 +230,8 @@ def drive(
         yield t, result
 
 
-# Derandomized: CI replays the same 300 worlds every run. The counterexample random runs once
-# found is kept below as an explicit, known failure.
+# Derandomized: CI replays the same 300 worlds every run. A counterexample random runs once
+# found is kept below as an explicit case.
 @settings(
     max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
 )
@@ -305,12 +305,6 @@ def test_the_property_fails_without_node_targeting(monkeypatch: pytest.MonkeyPat
     assert _started_at(False, monkeypatch) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: node targeting frees the cheapest node first (a borrower's 8-GPU job), "
-    "after which the team's 16-GPU gang that alone would free both needed nodes is no longer "
-    "above nominal; the search should also try the nodes one multi-node victim frees",
-)
 def test_a_gang_victim_that_alone_frees_the_nodes_is_found() -> None:
     """team-a (nominal 16) runs a 16-GPU gang on p0-n0 and p0-n1 and an 8-GPU job on p0-n2;
     team-c (nominal 2, nothing running) asks for 1 GPU on each of 2 nodes. Only preempting the

@@ -224,3 +224,40 @@ def test_why_names_the_protection(running: RunningJob, policy: Policy, words: st
     assert reason.code is PREEMPTION
     assert "would fit by preempting 1 job of team-a (priority 0)" in reason.message
     assert words in reason.message
+
+
+@pytest.mark.parametrize(
+    ("running", "policy", "want"),
+    [
+        pytest.param(
+            ran("low", "team-a", "h1", ALL8, started=NOW - 10),
+            Policy(min_runtime_s=YOUNG),
+            NOW + 50,
+            id="a young victim: the cycle says when it may be preempted",
+        ),
+        pytest.param(
+            ran("low", "team-a", "h1", ALL8, started=NOW - 10, preempted=3),
+            Policy(min_runtime_s=YOUNG),
+            None,
+            id="a capped victim never becomes preemptible: no time",
+        ),
+        pytest.param(
+            ran("low", "team-a", "h1", ALL8, started=NOW - 60),
+            Policy(min_runtime_s=YOUNG),
+            None,
+            id="an old victim is preempted now: no time",
+        ),
+    ],
+)
+def test_the_cycle_says_when_protection_ends(
+    running: RunningJob, policy: Policy, want: float | None
+) -> None:
+    case = Case(
+        pools=EIGHT,
+        teams=(team("team-a", h100=quota(8)),),
+        running=(running,),
+        pending=(job("j", "team-a", 8, priority=10),),
+        policy=policy,
+        now=NOW,
+    )
+    assert run_cycle(case.snapshot(), policy).protected_until == want
