@@ -207,6 +207,16 @@ def _rows(
         # In primary-key order: each insert appends to the key's B-tree.
         ((hour_stamps[k[0]], *k[1:], v[0], v[1]) for k, v in sorted(ledger.hours.items())),
     )
+    days: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0, 0])
+    for (hour, *key), (ms, borrowed) in ledger.hours.items():
+        cell = days[(hour // 24, *key)]
+        cell[0] += ms
+        cell[1] += borrowed
+    yield (
+        "usage_days",
+        ("day", *HOUR_COLUMNS[1:]),
+        ((hour_stamps[k[0] * 24], *k[1:], v[0], v[1]) for k, v in sorted(days.items())),
+    )
     yield (
         "capacity_hours",
         CAPACITY_COLUMNS,
@@ -228,7 +238,8 @@ def fill(engine: Engine, ledger: Ledger) -> None:
             # The secondary indexes are built once after the rows, not row by row.
             cursor.execute(
                 "SELECT indexdef, indexname FROM pg_indexes WHERE tablename IN "
-                "('usage', 'usage_hours', 'capacity_hours') AND indexname NOT LIKE '%pkey'"
+                "('usage', 'usage_hours', 'usage_days', 'capacity_hours') "
+                "AND indexname NOT LIKE '%pkey'"
             )
             indexes = cursor.fetchall()
             for _, name in indexes:
@@ -250,7 +261,7 @@ def fill(engine: Engine, ledger: Ledger) -> None:
             # The secondary indexes are built once after the rows, not row by row.
             cursor.execute(
                 "SELECT sql, name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
-                "AND tbl_name IN ('usage', 'usage_hours', 'capacity_hours')"
+                "AND tbl_name IN ('usage', 'usage_hours', 'usage_days', 'capacity_hours')"
             )
             indexes = cursor.fetchall()
             for _, name in indexes:

@@ -1,6 +1,7 @@
 """Ledger rows for report tests, written as the ledger keeps them: an attempt's ``usage`` row
-and its hourly rollups agree (``gpus x ms`` cut at UTC hours), closed rows are accrued to
-their end, open ones to ``accrued_until``; pools' capacity per hour; gaps."""
+and its hourly and daily rollups agree (``gpus x ms`` cut at UTC hours, summed per UTC day),
+closed rows are accrued to their end, open ones to ``accrued_until``; pools' capacity per
+hour; gaps."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from datetime import datetime
 
 from gpupool.accounting.hours import epoch_ms, split_hours
 from gpupool.state.db import SessionFactory
-from gpupool.state.models import AccountingGapRow, CapacityHourRow, UsageHourRow, UsageRow
+from gpupool.state.models import (
+    AccountingGapRow,
+    CapacityHourRow,
+    UsageDayRow,
+    UsageHourRow,
+    UsageRow,
+)
 
 
 @dataclass
@@ -106,6 +113,26 @@ class LedgerBuilder:
                     borrowed_gpu_ms=v[1],
                 )
                 for k, v in self.hours.items()
+            )
+            days: dict[tuple[object, ...], list[int]] = defaultdict(lambda: [0, 0])
+            for (hour, *key), (ms, borrowed) in self.hours.items():
+                assert isinstance(hour, datetime)
+                cell = days[(hour.replace(hour=0, minute=0, second=0, microsecond=0), *key)]
+                cell[0] += ms
+                cell[1] += borrowed
+            session.add_all(
+                UsageDayRow(
+                    day=k[0],
+                    team=k[1],
+                    user=k[2],
+                    gpu_type=k[3],
+                    pool=k[4],
+                    priority_class=k[5],
+                    node_type=k[6],
+                    gpu_ms=v[0],
+                    borrowed_gpu_ms=v[1],
+                )
+                for k, v in days.items()
             )
             session.add_all(
                 CapacityHourRow(hour=h, pool=p, gpu_type=t, node_type=n, gpu_ms=ms)

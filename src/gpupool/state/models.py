@@ -351,6 +351,35 @@ class UsageHourRow(Base):
     borrowed_gpu_ms: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
+class UsageDayRow(Base):
+    """``usage_hours`` summed per UTC day (same keys, ``day`` at 00:00 UTC), kept with them in
+    the same statements: a month's report reads ~30 rows per key instead of ~720."""
+
+    __tablename__ = "usage_days"
+    __table_args__ = (
+        Index(
+            "ix_usage_days_report",
+            "team",
+            "gpu_type",
+            "pool",
+            "node_type",
+            "day",
+            "gpu_ms",
+            "borrowed_gpu_ms",
+        ),
+    )
+
+    day: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    team: Mapped[str] = mapped_column(String(100), primary_key=True)
+    user: Mapped[str] = mapped_column(String(100), primary_key=True)
+    gpu_type: Mapped[str] = mapped_column(String(100), primary_key=True)
+    pool: Mapped[str] = mapped_column(String(100), primary_key=True)
+    priority_class: Mapped[str] = mapped_column(String(100), primary_key=True)
+    node_type: Mapped[str] = mapped_column(String(20), primary_key=True)
+    gpu_ms: Mapped[int] = mapped_column(BigInteger, default=0)
+    borrowed_gpu_ms: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
 class CapacityHourRow(Base):
     """A pool's capacity GPU-milliseconds per UTC hour, so idle = capacity - allocated."""
 

@@ -11,6 +11,8 @@ Invariants (times in whole milliseconds, ``gpupool.accounting.hours``):
   ``borrowed_gpu_ms`` the same with ``borrowed``: ``gpu_ms`` counts all the attempt's GPUs,
   ``borrowed_gpu_ms`` the part above its team's nominal at admission (within quota is the
   difference). A closed row has ``accrued_until == ended_at`` and an ``outcome``.
+* ``usage_days`` holds the same sums per UTC day, written in the same statements as the
+  hours: per key and day, it equals the sum of that day's hours.
 * ``usage_hours`` always sums, per key, to the rows' totals: :func:`accrue` and
   :func:`close_attempt` add ``[accrued_until, until)`` to the hours and to the row, and move
   ``accrued_until`` to ``until``, in the caller's one transaction. A crash before its commit
@@ -35,7 +37,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import BigInteger, Table, bindparam, func, literal, select, update
@@ -50,6 +52,7 @@ from gpupool.state.models import (
     AttemptRow,
     CapacityHourRow,
     JobRow,
+    UsageDayRow,
     UsageHourRow,
     UsageRow,
     UTCDateTime,
@@ -61,8 +64,10 @@ GAP_REASON = "no controller was accruing"
 
 _USAGE: Table = UsageRow.__table__  # type: ignore[assignment]
 _HOURS: Table = UsageHourRow.__table__  # type: ignore[assignment]
+_DAYS: Table = UsageDayRow.__table__  # type: ignore[assignment]
 _CAPACITY: Table = CapacityHourRow.__table__  # type: ignore[assignment]
 _HOUR_KEY = ("hour", "team", "user", "gpu_type", "pool", "priority_class", "node_type")
+_DAY_KEY = ("day", *_HOUR_KEY[1:])
 # What accrual reads of an open row: the key of its hours and what it adds to them.
 _OPEN_COLUMNS = (
     _USAGE.c.attempt_id,
@@ -256,12 +261,29 @@ def _hours_of(rows: Iterable[Any], until: datetime) -> dict[tuple[Any, ...], lis
 
 
 def _add_hours(session: Session, hours: dict[tuple[Any, ...], list[int]]) -> None:
+    """Add to the hourly rollups and, in the same transaction, to the daily ones."""
     rows = [
         {**dict(zip(_HOUR_KEY, key, strict=True)), "gpu_ms": ms, "borrowed_gpu_ms": borrowed}
         for key, (ms, borrowed) in hours.items()
         if ms or borrowed
     ]
     _upsert_adding(session, _HOURS, _HOUR_KEY, rows, ("gpu_ms", "borrowed_gpu_ms"))
+    days: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0, 0])
+    for (hour, *key), (ms, borrowed) in hours.items():
+        added = days[(day_of(hour), *key)]
+        added[0] += ms
+        added[1] += borrowed
+    day_rows = [
+        {**dict(zip(_DAY_KEY, key, strict=True)), "gpu_ms": ms, "borrowed_gpu_ms": borrowed}
+        for key, (ms, borrowed) in days.items()
+        if ms or borrowed
+    ]
+    _upsert_adding(session, _DAYS, _DAY_KEY, day_rows, ("gpu_ms", "borrowed_gpu_ms"))
+
+
+def day_of(at: datetime) -> datetime:
+    """The UTC day (its 00:00) that holds ``at``."""
+    return at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 # -- capacity and gaps ----------------------------------------------------------------------

@@ -2,9 +2,11 @@
 
 A summary reads whole UTC hours ``[first, last)`` (``accounting.periods.hour_range``):
 
-* :func:`uses`: ``usage_hours`` summed per team, gpu type, pool and node type (and user or
-  priority class when grouped on them) with one ``GROUP BY``; the primary key leads with
-  ``hour``, so the range is an index range on both stores;
+* :func:`uses`: the rollups summed per team, gpu type, pool and node type (and user or
+  priority class when grouped on them), one ``GROUP BY`` per table: ``usage_days`` for the
+  whole UTC days of the range, ``usage_hours`` for the hours before and after them (a
+  month reads ~30 day rows per key, not ~720 hour rows); both are read from their covering
+  report index;
 * :func:`capacity`: each pool's capacity in the range and the hours it has none for, and
   :func:`used_in` the use in those hours (normally none: gaps are rare), for idle;
 * :func:`open_attempts`: the running attempts (``ended_at IS NULL``, ``ix_usage_ended``),
@@ -31,27 +33,58 @@ from gpupool.accounting.reports import (
     Use,
     holes,
 )
-from gpupool.state.models import AccountingGapRow, CapacityHourRow, UsageHourRow, UsageRow
+from gpupool.state.models import (
+    AccountingGapRow,
+    CapacityHourRow,
+    UsageDayRow,
+    UsageHourRow,
+    UsageRow,
+)
 
 _KEY = ("team", "gpu_type", "pool", "node_type")  # always grouped: pricing and idle need them
 _OPTIONAL = ("user", "priority_class")
 _HOUR = timedelta(hours=1)
+_DAY = timedelta(days=1)
 
 
 def uses(session: Session, first: datetime, last: datetime, group_by: Sequence[str]) -> list[Use]:
-    """Every team's GPU time per key in the hours ``[first, last)``."""
+    """Every team's GPU time per key in the hours ``[first, last)``: the whole UTC days inside
+    the range from ``usage_days``, the hours before and after them from ``usage_hours``."""
     names = [*_KEY, *(n for n in _OPTIONAL if n in group_by)]
-    columns = [getattr(UsageHourRow, n) for n in names]
-    query = (
-        select(*columns, func.sum(UsageHourRow.gpu_ms), func.sum(UsageHourRow.borrowed_gpu_ms))
-        .where(UsageHourRow.hour >= first, UsageHourRow.hour < last)
-        .group_by(*columns)
-    )
-    found = []
-    for row in session.execute(query):
-        values = dict(zip(names, row[: len(names)], strict=True))
-        found.append(Use(gpu_ms=int(row[-2]), borrowed_gpu_ms=int(row[-1]), **values))
-    return found
+    day_from = first if first == _floor_day(first) else _floor_day(first) + _DAY
+    day_to = _floor_day(last)
+    spans: list[tuple[type[UsageHourRow] | type[UsageDayRow], datetime, datetime]]
+    if day_from < day_to:
+        spans = [
+            (UsageHourRow, first, day_from),
+            (UsageDayRow, day_from, day_to),
+            (UsageHourRow, day_to, last),
+        ]
+    else:
+        spans = [(UsageHourRow, first, last)]
+    sums: dict[tuple[object, ...], list[int]] = {}
+    for table, start, end in spans:
+        if start >= end:
+            continue
+        at = table.hour if table is UsageHourRow else table.day  # type: ignore[union-attr]
+        columns = [getattr(table, n) for n in names]
+        query = (
+            select(*columns, func.sum(table.gpu_ms), func.sum(table.borrowed_gpu_ms))
+            .where(at >= start, at < end)
+            .group_by(*columns)
+        )
+        for row in session.execute(query):
+            added = sums.setdefault(tuple(row[: len(names)]), [0, 0])
+            added[0] += int(row[-2])
+            added[1] += int(row[-1])
+    return [
+        Use(gpu_ms=ms, borrowed_gpu_ms=borrowed, **dict(zip(names, key, strict=True)))  # type: ignore[arg-type]
+        for key, (ms, borrowed) in sums.items()
+    ]
+
+
+def _floor_day(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 def capacity(session: Session, first: datetime, last: datetime) -> list[PoolCapacity]:

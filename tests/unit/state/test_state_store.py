@@ -102,3 +102,39 @@ def test_a_failed_statement_does_not_quote_its_parameters(engine: Engine) -> Non
     with pytest.raises(StoreError) as caught, engine.connect() as connection:
         connection.execute(text("INSERT INTO nowhere VALUES (:v)"), {"v": "s3cr3t-value"})
     assert "s3cr3t-value" not in str(caught.value)
+
+
+def test_the_day_rollups_are_back_filled_from_the_hours(tmp_path: Path) -> None:
+    """A store upgraded with usage history (migration 0013) reports the same: its hours are
+    summed into days, key by key."""
+    from alembic import command
+
+    from gpupool.config import sqlite_url
+    from gpupool.state.db import alembic_config, make_engine
+    from gpupool.state.models import UsageDayRow
+
+    engine = make_engine(sqlite_url(tmp_path))
+    cfg = alembic_config(engine)
+    with engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, "0012")
+    day = datetime(2027, 3, 1, tzinfo=UTC)
+    hours = [(day + timedelta(hours=h), "team-a", 3_600_000, 1_000) for h in (0, 5, 23, 24)]
+    with engine.begin() as connection:
+        for hour, team, ms, borrowed in hours:
+            connection.execute(
+                text(
+                    "INSERT INTO usage_hours VALUES (:hour, :team, 'alice', 'h100', 'p', "
+                    "'training', 'dedicated', :ms, :borrowed)"
+                ),
+                {"hour": hour.strftime("%Y-%m-%d %H:%M:%S.%f"), "team": team, "ms": ms,
+                 "borrowed": borrowed},
+            )  # fmt: skip
+    upgrade(engine)
+    with session_factory(engine)() as session:
+        days = session.execute(select(UsageDayRow).order_by(UsageDayRow.day)).scalars().all()
+    assert [(d.day, d.gpu_ms, d.borrowed_gpu_ms) for d in days] == [
+        (day, 3 * 3_600_000, 3_000),
+        (day + timedelta(days=1), 3_600_000, 1_000),
+    ]
+    engine.dispose()

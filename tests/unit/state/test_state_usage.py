@@ -28,6 +28,7 @@ from gpupool.state.models import (
     AccountingGapRow,
     AccountingStateRow,
     CapacityHourRow,
+    UsageDayRow,
     UsageHourRow,
     UsageRow,
 )
@@ -72,7 +73,7 @@ def store(
 def empty(sessions: SessionFactory) -> SessionFactory:
     """The store with an empty ledger (each test, each hypothesis example)."""
     with sessions.begin() as session:
-        for table in (UsageRow, UsageHourRow, CapacityHourRow, AccountingGapRow):
+        for table in (UsageRow, UsageHourRow, UsageDayRow, CapacityHourRow, AccountingGapRow):
             session.execute(delete(table))
         session.execute(update(AccountingStateRow).values(accrued_until=None))
     return sessions
@@ -382,6 +383,7 @@ def check_history(
     with sessions() as session:
         rows = session.execute(select(UsageRow).order_by(UsageRow.attempt_id)).scalars().all()
         hour_rows = session.execute(select(UsageHourRow)).scalars().all()
+        day_rows = session.execute(select(UsageDayRow)).scalars().all()
         capacity_rows = session.execute(select(CapacityHourRow)).scalars().all()
         gap_rows = session.execute(select(AccountingGapRow)).scalars().all()
     assert len(rows) == len(attempts)
@@ -406,6 +408,14 @@ def check_history(
     got_hours = {(h.hour, h.team, h.pool): [h.gpu_ms, h.borrowed_gpu_ms] for h in hour_rows}
     assert got_hours == dict(want_hours)
     assert sum(h.gpu_ms for h in hour_rows) == sum(r.gpu_ms for r in rows)
+    # The daily rollups are the hours summed per UTC day, key by key.
+    want_days: dict[tuple[datetime, str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for (hour, team, pool), (ms, borrowed) in want_hours.items():
+        added = want_days[(hour.replace(hour=0), team, pool)]
+        added[0] += ms
+        added[1] += borrowed
+    got_days = {(d.day, d.team, d.pool): [d.gpu_ms, d.borrowed_gpu_ms] for d in day_rows}
+    assert got_days == {k: v for k, v in want_days.items() if v != [0, 0]}
 
     assert sorted((epoch_ms(g.start), epoch_ms(g.end)) for g in gap_rows) == want_gaps
     covered_ms = sum(b - a for a, b in covered)
