@@ -230,6 +230,12 @@ class SchedulerSettings(_Strict):
         default="best_effort_fifo",
         description="strict_fifo: nothing of a team starts while its first job waits.",
     )
+    requeue_unreachable_after_s: float | None = Field(
+        default=600.0,
+        gt=0,
+        description="An admitted job whose pool's backend has not answered for this long goes "
+        "back to the queue and frees its quota; null: it waits for the backend.",
+    )
 
 
 class Webhook(_Strict):
