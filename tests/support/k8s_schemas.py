@@ -88,7 +88,9 @@ def problems(obj: dict[str, Any]) -> list[str]:
         for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))
     ]
     found += _cel_problems(schema, obj, "")
-    name = obj.get("metadata", {}).get("name", "")
+    meta = obj.get("metadata", {})
+    # An object sent with generateName gets its name when it is stored.
+    name = meta.get("name", "") if "generateName" not in meta else meta["generateName"] + "x"
     if not re.match(DNS_SUBDOMAIN, name) or len(name) > 253:
         found.append(f"metadata/name: {name!r} is not a DNS subdomain")
     return found

@@ -37,6 +37,7 @@ from gpupool.cli import (
     simulate,
     teams,
     usage,
+    webhook,
 )
 from gpupool.cli.context import Options
 from gpupool.cli.exit_codes import HELP as EXIT_CODES_HELP
@@ -90,6 +91,7 @@ db.register(app)
 doctor.register(app)
 simulate.register(app)
 export.register(app)
+webhook.register(app)
 
 
 # What a client-only install (`pip install gpupool`: the CLI and the SDK) leaves out; the
