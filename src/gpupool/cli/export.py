@@ -57,6 +57,13 @@ def kubernetes(
         Path | None,
         typer.Option(help="PEM of the CA that signed the webhook's certificate (its caBundle)."),
     ] = None,
+    pod_security: Annotated[
+        str,
+        typer.Option(
+            help="Pod Security Standard team namespaces enforce: baseline, restricted, "
+            "privileged, or none for no label."
+        ),
+    ] = "baseline",
     single_file: Annotated[
         bool, typer.Option(help="Write one multi-document all.yaml instead of a file per kind.")
     ] = False,
@@ -64,6 +71,7 @@ def kubernetes(
     """Write namespaces, RBAC, network policies, Kueue objects and the webhook configuration."""
     from gpupool.core.errors import ConfigInvalid
     from gpupool.k8s.export import ExportError, ExportSettings, render, to_yaml
+    from gpupool.k8s.names import POD_SECURITY_LEVELS
     from gpupool.spec.load import load_config
     from gpupool.spec.problems import format_problems
 
@@ -73,6 +81,10 @@ def kubernetes(
         if exc.details:
             typer.echo(format_problems(exc.details), err=True)
         raise _fail(exc.message) from None
+    if pod_security not in (*POD_SECURITY_LEVELS, "none"):
+        raise _fail(
+            f"--pod-security: {pod_security!r} is not one of {', '.join(POD_SECURITY_LEVELS)}, none"
+        )
     try:
         bundle = webhook_ca_bundle.read_bytes() if webhook_ca_bundle else None
     except OSError as exc:
@@ -83,6 +95,7 @@ def kubernetes(
         allow_from_namespaces=tuple(allow_from) if allow_from is not None else ("gpupool-system",),
         user_prefix=user_prefix,
         group_prefix=group_prefix,
+        pod_security=None if pod_security == "none" else pod_security,
         webhook_namespace=webhook_namespace,
         webhook_service=webhook_service,
         webhook_ca_bundle=bundle,

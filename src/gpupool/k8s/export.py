@@ -35,6 +35,8 @@ __all__ = ["ExportError", "ExportSettings", "render", "to_yaml", "webhook_config
 class ExportSettings:
     # Namespaces whose pods may reach every team's pods (gpupool itself, Prometheus, ...).
     allow_from_namespaces: Sequence[str] = ("gpupool-system",)
+    # The Pod Security Standard team namespaces enforce (None: no label).
+    pod_security: str | None = "baseline"
     # What the API server puts in front of the identity provider's user and group names.
     user_prefix: str = ""
     group_prefix: str = ""
@@ -103,7 +105,9 @@ def render(config: ClusterConfig, settings: ExportSettings | None = None) -> dic
     teams = sorted(config.teams)
     spaces = {team: team_namespace(team) for team in teams}
     files: dict[str, list[Obj]] = {
-        "00-namespaces.yaml": [tenancy.namespace(t, config.teams[t], spaces[t]) for t in teams],
+        "00-namespaces.yaml": [
+            tenancy.namespace(t, config.teams[t], spaces[t], settings.pod_security) for t in teams
+        ],
         "10-roles.yaml": [
             role for t in teams for role in tenancy.roles(t, config.teams[t], spaces[t])
         ],

@@ -13,6 +13,8 @@ COHORT_LABEL = "gpupool.io/cohort"
 GPU_TYPE_LABEL = "gpupool.io/gpu-type"  # a ResourceFlavor's node label when its pools give none
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpupool"}
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
+POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
+POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 KUEUE_RELEASE = "v0.19.2"  # the release whose CRD schemas the output is tested against

@@ -16,7 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpupool.k8s.names import COHORT_LABEL, MANAGED_BY, NAMESPACE_NAME_LABEL, TEAM_LABEL
+from gpupool.k8s.names import (
+    COHORT_LABEL,
+    MANAGED_BY,
+    NAMESPACE_NAME_LABEL,
+    POD_SECURITY_LABEL,
+    TEAM_LABEL,
+)
 from gpupool.spec.models import ClusterConfig, Team
 
 Obj = dict[str, Any]
@@ -51,12 +57,14 @@ def _meta(name: str, namespace: str, team: str, spec: Team) -> Obj:
     return {"name": name, "namespace": namespace, "labels": _labels(team, spec)}
 
 
-def namespace(team: str, spec: Team, name: str) -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": name, "labels": _labels(team, spec)},
-    }
+def namespace(team: str, spec: Team, name: str, pod_security: str | None = None) -> Obj:
+    """``pod_security``: the Pod Security Standard the namespace enforces. ``baseline`` already
+    refuses what would step around the uid the webhook stamps (privileged containers, host
+    paths, the host's namespaces)."""
+    labels = _labels(team, spec)
+    if pod_security is not None:
+        labels = dict(sorted({**labels, POD_SECURITY_LABEL: pod_security}.items()))
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
 
 def _rules(grants: Sequence[tuple[str, list[str]]], verbs: list[str]) -> list[Obj]:

@@ -80,3 +80,16 @@ def test_an_unreadable_ca_bundle_is_named(tmp_path: Path) -> None:
     ])  # fmt: skip
     assert result.exit_code == 5
     assert "--webhook-ca-bundle: cannot read" in result.output
+
+
+def test_pod_security_levels(tmp_path: Path) -> None:
+    args = ["export", "kubernetes", "-c", str(DEMO), "--out", str(tmp_path), "--single-file"]
+    bad = CliRunner().invoke(app, [*args, "--pod-security", "strict"])
+    assert bad.exit_code == 5
+    assert "--pod-security: 'strict' is not one of privileged, baseline, restricted" in bad.output
+    assert CliRunner().invoke(app, [*args, "--pod-security", "restricted"]).exit_code == 0
+    spaces = [o for o in yaml.safe_load_all((tmp_path / "all.yaml").read_text())
+              if o["kind"] == "Namespace"]  # fmt: skip
+    assert {o["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] for o in spaces} == {
+        "restricted"
+    }

@@ -500,8 +500,15 @@ def test_namespaces_carry_team_and_cohort() -> None:
         "app.kubernetes.io/managed-by": "gpupool",
         "gpupool.io/cohort": "research",
         "gpupool.io/team": "team-a",
+        "pod-security.kubernetes.io/enforce": "baseline",
     }
     assert "gpupool.io/cohort" not in find(config, "Namespace", "solo")["metadata"]["labels"]
+    unlabelled = ExportSettings(pod_security=None)
+    assert all(
+        "pod-security.kubernetes.io/enforce" not in o["metadata"]["labels"]
+        for o in objects(config, unlabelled)
+        if o["kind"] == "Namespace"
+    )
 
 
 def test_flavors_select_nodes() -> None:
