@@ -631,3 +631,12 @@ def test_what_cannot_be_exported_is_refused_with_the_field(
 def test_yaml_round_trips() -> None:
     for name, objs in render(config_of()).items():
         assert list(yaml.safe_load_all(to_yaml(objs))) == objs, name
+
+
+def test_the_manifests_in_the_documentation_are_valid() -> None:
+    page = (ROOT / "docs" / "kubernetes.md").read_text(encoding="utf-8")
+    blocks = page.split("```yaml\n")[1:]
+    assert blocks, "docs/kubernetes.md shows no manifest"
+    docs = [d for block in blocks for d in yaml.safe_load_all(block.split("```")[0]) if d]
+    assert {d["kind"] for d in docs} >= {"Deployment", "Service"}
+    assert {f"{d['kind']}: {p}" for d in docs for p in problems(d)} == set()

@@ -3,9 +3,10 @@
     python tests/unit/k8s/schemas/extract.py KUEUE_CRD_DIR K8S_SWAGGER_JSON
 
 KUEUE_CRD_DIR is ``config/components/crd/bases`` of a Kueue checkout at the tag named in
-README.md here; K8S_SWAGGER_JSON is a Kubernetes OpenAPI v2 document (``swagger.json``). Only the
-kinds the exporter and the webhook tests use are kept, each with the definitions it reaches, so
-the files stay small; descriptions are dropped for the same reason.
+README.md here; K8S_SWAGGER_JSON is a Kubernetes OpenAPI v2 document (``swagger.json``). Only
+the kinds the exporter, the webhook tests and the documentation's examples use are kept, each
+with the definitions it reaches, so the files stay small; descriptions are dropped for the same
+reason.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ K8S_ROOTS = (
     "io.k8s.api.networking.v1.NetworkPolicy",
     "io.k8s.api.batch.v1.Job",
     "io.k8s.api.admissionregistration.v1.MutatingWebhookConfiguration",
+    # what docs/kubernetes.md deploys the webhook with
+    "io.k8s.api.apps.v1.Deployment",
+    "io.k8s.api.core.v1.Service",
+    "io.k8s.api.core.v1.ConfigMap",
 )
 
 
