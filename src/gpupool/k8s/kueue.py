@@ -270,6 +270,11 @@ def workload_priority_classes(config: ClusterConfig) -> list[Obj]:
     default = config.default_priority_class()
     found = []
     for name, cls in sorted(config.priority_classes.items(), key=lambda kv: (-kv[1].value, kv[0])):
+        if not -(2**31) <= cls.value < 2**31:
+            raise ExportError(
+                f"priority_classes.{name}.value: {cls.value} does not fit Kubernetes' 32-bit "
+                "priorities; use a value between -2147483648 and 2147483647"
+            )
         note = " (the default)" if name == default else ""
         found.append(
             {

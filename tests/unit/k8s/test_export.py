@@ -603,6 +603,11 @@ REFUSALS = [
         id="labels not a mapping",
     ),
     pytest.param(
+        {"priority_classes": {"urgent": {"value": 2**31}}},
+        "priority_classes.urgent.value: 2147483648 does not fit",
+        id="a priority beyond 32 bits",
+    ),
+    pytest.param(
         {
             "cohorts": {
                 "research": {

@@ -244,6 +244,11 @@ def test_the_cli_serves_and_refuses_bad_certificates(tmp_path: Path) -> None:
     )  # fmt: skip
     assert refused.returncode == 5
     assert "--cert/--key: not a PEM certificate and its key" in refused.stderr
+    invalid = [*command, "--cert", str(cert), "--key", str(key)]
+    invalid[invalid.index(str(DEMO))] = str(ROOT / "examples" / "invalid.yaml")
+    refused = subprocess.run(invalid, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 5
+    assert "unknown cohort 'reserch'" in refused.stderr
     with subprocess.Popen(
         [*command, "--cert", str(cert), "--key", str(key)],
         stdout=subprocess.PIPE,
