@@ -74,11 +74,28 @@ def job(namespace: str = "team-a", name: str = "train", **spec: Any) -> Obj:
     }  # fmt: skip
 
 
+def cronjob(namespace: str = "team-a", name: str = "nightly", **spec: Any) -> Obj:
+    template = job(namespace, name, **spec)
+    return {
+        "kind": "CronJob",
+        "apiVersion": "batch/v1",
+        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None},
+        "spec": {
+            "schedule": "0 3 * * *", "concurrencyPolicy": "Forbid", "suspend": False,
+            "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 1,
+            "jobTemplate": {"metadata": {"creationTimestamp": None}, "spec": template["spec"]},
+        },
+        "status": {},
+    }  # fmt: skip
+
+
 _KINDS = {
     "Pod": ({"group": "", "version": "v1", "kind": "Pod"},
             {"group": "", "version": "v1", "resource": "pods"}),
     "Job": ({"group": "batch", "version": "v1", "kind": "Job"},
             {"group": "batch", "version": "v1", "resource": "jobs"}),
+    "CronJob": ({"group": "batch", "version": "v1", "kind": "CronJob"},
+                {"group": "batch", "version": "v1", "resource": "cronjobs"}),
 }  # fmt: skip
 
 

@@ -46,10 +46,17 @@ def serve(
     delegate: Annotated[
         list[str] | None,
         typer.Option(
-            help="A user that creates pods for others and is trusted to keep the identity it "
-            "was given (repeatable). Default: Kubernetes' Job controller."
+            help="A user that creates pods or Jobs for others and is trusted to keep the "
+            "identity it was given (repeatable). Default: Kubernetes' Job and CronJob controllers."
         ),
     ] = None,
+    supplemental_groups_policy: Annotated[
+        str,
+        typer.Option(
+            help="Strict (groups of the image's /etc/group are not added), Merge, or none to "
+            "leave the field alone (nodes whose runtime does not support it)."
+        ),
+    ] = "Strict",
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
 ) -> None:
     """Serve AdmissionReview v1 requests on https://HOST:PORT/mutate (and /healthz)."""
@@ -61,6 +68,11 @@ def serve(
     from gpupool.k8s.webhook_server import ConfigFile, Webhook, make_server
     from gpupool.spec.problems import format_problems
 
+    if supplemental_groups_policy not in ("Strict", "Merge", "none"):
+        raise _fail(
+            f"--supplemental-groups-policy: {supplemental_groups_policy!r} is not one of "
+            "Strict, Merge, none"
+        )
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     try:
         directory = directory or load_settings().directory_file
@@ -68,7 +80,8 @@ def serve(
             ConfigFile(config),
             Directory(directory) if directory else None,
             username_prefix,
-            frozenset(delegate if delegate is not None else [JOB_CONTROLLER]),
+            frozenset(delegate if delegate is not None else CONTROLLERS),
+            None if supplemental_groups_policy == "none" else supplemental_groups_policy,
         )
         server = make_server(webhook, host, port, cert, key)
     except ConfigInvalid as exc:
@@ -86,8 +99,11 @@ def serve(
         server.server_close()
 
 
-# The service account Kubernetes' Job controller creates a Job's pods as.
-JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+# The service accounts Kubernetes' controllers create a Job's pods and a CronJob's Jobs as.
+CONTROLLERS = (
+    "system:serviceaccount:kube-system:job-controller",
+    "system:serviceaccount:kube-system:cronjob-controller",
+)
 
 
 def register(app: typer.Typer) -> None:

@@ -4,19 +4,22 @@ Pure: :func:`review` reads the request and asks an :class:`IdentityLookup` for t
 identity; it does no I/O and keeps no state, so a dry run, a retry or a reinvocation gets the
 same answer. ``webhook_server`` is the HTTPS transport around it.
 
-Rules, for Pods and for the pod template of batch/v1 Jobs in team namespaces:
+Rules, for Pods and for the pod templates of batch/v1 Jobs and CronJobs in team namespaces:
 
 * CREATE by a gpupool user (``userInfo.username``, less the API server's username prefix, looked
   up in ``users:`` of the configuration, then the directory file): the pod runs as that user.
   ``runAsUser``/``runAsGroup`` become the user's uid and gid, ``fsGroup`` the gid (unless the
   pod chose another of the user's groups), ``supplementalGroups`` the user's groups plus the
-  team's gid; a pod that asks for another uid
-  or gid, for groups the user is not in, or for root (uid or gid 0, at pod or container level)
-  is denied, and so is a user whose own identity is root.
-* CREATE by a *delegate* (a controller such as Kubernetes' Job controller, or gpupool's own
-  service account, named by the operator): the delegate creates pods on behalf of someone whose
-  identity was stamped earlier (on the Job, by this webhook, or by gpupool), so the pod is only
-  required to name a non-root uid and gid; nothing is changed.
+  team's gid, and ``supplementalGroupsPolicy`` ``Strict`` (:class:`WebhookPolicy`); a pod
+  that asks for another uid or gid, for groups the user is not in, or for root (uid or gid 0,
+  at pod or container level) is denied, and so is a user whose own identity is root.
+* CREATE by a *delegate* (a controller such as Kubernetes' Job and CronJob controllers, or
+  gpupool's own service account, named by the operator): the delegate creates objects on behalf
+  of someone whose identity was stamped earlier (on the Job or CronJob, by this webhook, or by
+  gpupool), so the object is only required to name a non-root uid and gid; nothing is changed.
+  This holds as long as every kind whose template a delegate copies is stamped here: the
+  exported Roles let users create no other workload kinds, and the pods of any other
+  controller (a Deployment's) come from a user that is not a delegate, so they are denied.
 * CREATE by anyone else: denied, naming the user (fail closed).
 * UPDATE: the identity fields are immutable once created; the update is allowed unchanged if it
   leaves them as they were and denied otherwise.
@@ -39,7 +42,11 @@ API_VERSION = "admission.k8s.io/v1"
 IDENTITY_FIELDS = ("runAsUser", "runAsGroup", "fsGroup", "supplementalGroups")
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 # (group, version, resource) -> where the pod spec is in the object, as a JSON pointer
-POD_SPECS = {("", "v1", "pods"): "/spec", ("batch", "v1", "jobs"): "/spec/template/spec"}
+POD_SPECS = {
+    ("", "v1", "pods"): "/spec",
+    ("batch", "v1", "jobs"): "/spec/template/spec",
+    ("batch", "v1", "cronjobs"): "/spec/jobTemplate/spec/template/spec",
+}
 
 
 class IdentityLookup(Protocol):
@@ -55,6 +62,10 @@ class WebhookPolicy:
     team_gids: Mapping[str, int | None]  # team namespace -> the team's gid (None: it has none)
     username_prefix: str = ""  # the API server's --oidc-username-prefix
     delegates: frozenset[str] = frozenset()  # usernames trusted to create pods for others
+    # Stamped as supplementalGroupsPolicy: Strict keeps the groups an image's /etc/group gives
+    # the uid out of the pod (a crafted image could otherwise join another team's group).
+    # None: the field is left alone, for nodes whose runtime does not support it.
+    groups_policy: str | None = "Strict"
 
 
 @dataclass(frozen=True)
@@ -108,9 +119,17 @@ def _identity_fields(spec: Obj) -> tuple[object, ...]:
 # --- the rules ----------------------------------------------------------------------------
 
 
-def _conflicts(spec: Obj, want: PosixId, groups: list[int]) -> str | None:
+def _conflicts(
+    spec: Obj, want: PosixId, groups: list[int], groups_policy: str | None
+) -> str | None:
     """Why the spec's own identity settings cannot stand beside ``want`` (None: they can)."""
     pod = spec.get("securityContext") or {}
+    chosen = pod.get("supplementalGroupsPolicy")
+    if groups_policy is not None and chosen is not None and chosen != groups_policy:
+        return (
+            f"securityContext.supplementalGroupsPolicy is {chosen!r}, which would add the groups "
+            f"of the image's /etc/group; it must be {groups_policy!r}"
+        )
     for name, value in (("runAsUser", want.uid), ("runAsGroup", want.gid)):
         if name in pod and pod[name] != value:
             return f"securityContext.{name} is {pod[name]!r}, but this user's is {value}"
@@ -155,14 +174,16 @@ def _root_in(spec: Obj) -> str | None:
     return None
 
 
-def _stamp(spec: Obj, base: str, user: str, identity: PosixId, team_gid: int | None) -> Decision:
+def _stamp(
+    spec: Obj, base: str, user: str, identity: PosixId, team_gid: int | None, policy: WebhookPolicy
+) -> Decision:
     if identity.uid == 0 or identity.gid == 0:
         return Decision(False, f"user {user!r} has a root identity; pods may not run as root")
     groups = list(dict.fromkeys([*identity.groups, *([team_gid] if team_gid else [])]))
     root = _root_in(spec)
     if root is not None:
         return Decision(False, f"{root}; pods in team namespaces may not run as root")
-    conflict = _conflicts(spec, identity, groups)
+    conflict = _conflicts(spec, identity, groups, policy.groups_policy)
     if conflict is not None:
         return Decision(False, f"{conflict}; pods run as their creator {user!r}: remove the field")
     chosen = (spec.get("securityContext") or {}).get("fsGroup")  # checked by _conflicts
@@ -173,6 +194,8 @@ def _stamp(spec: Obj, base: str, user: str, identity: PosixId, team_gid: int | N
     }
     if groups:
         want["supplementalGroups"] = groups
+    if policy.groups_policy is not None:
+        want["supplementalGroupsPolicy"] = policy.groups_policy
     patch = _patch(spec, base, want)
     return Decision(True, f"runs as {user!r} (uid {identity.uid})", patch, identity.uid)
 
@@ -224,7 +247,7 @@ def decide(request: Obj, policy: WebhookPolicy, lookup: IdentityLookup) -> Decis
             "the directory file), and pods in team namespaces run as their creator; add the user "
             "there, or create the pod as a gpupool user",
         )
-    return _stamp(spec, base, user, identity, policy.team_gids[namespace])
+    return _stamp(spec, base, user, identity, policy.team_gids[namespace], policy)
 
 
 def review(body: object, policy: WebhookPolicy, lookup: IdentityLookup) -> tuple[Obj, Decision]:

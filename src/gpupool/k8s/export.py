@@ -49,7 +49,7 @@ class ExportSettings:
 
 
 def webhook_configuration(settings: ExportSettings) -> Obj:
-    """Pods and Jobs created in team namespaces go to the webhook; it fails closed (an
+    """Pods, Jobs and CronJobs created in team namespaces go to the webhook; it fails closed (an
     unreachable webhook admits nothing there) and has no side effects, so dry runs call it."""
     client: Obj = {
         "service": {
@@ -80,7 +80,12 @@ def webhook_configuration(settings: ExportSettings) -> Obj:
                 "reinvocationPolicy": "IfNeeded",
                 "rules": [
                     {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], **rule},
-                    {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"], **rule},
+                    {
+                        "apiGroups": ["batch"],
+                        "apiVersions": ["v1"],
+                        "resources": ["cronjobs", "jobs"],
+                        **rule,
+                    },
                 ],
                 "sideEffects": "None",
                 "timeoutSeconds": settings.webhook_timeout_s,

@@ -32,10 +32,14 @@ class ConfiguredIdentities:
 
 
 def policy_for(
-    config: ClusterConfig, username_prefix: str = "", delegates: frozenset[str] = frozenset()
+    config: ClusterConfig,
+    username_prefix: str = "",
+    delegates: frozenset[str] = frozenset(),
+    groups_policy: str | None = "Strict",
 ) -> WebhookPolicy:
     return WebhookPolicy(
         team_gids={team_namespace(name): team.gid for name, team in config.teams.items()},
         username_prefix=username_prefix,
         delegates=delegates,
+        groups_policy=groups_policy,
     )

@@ -78,14 +78,16 @@ class Webhook:
         directory: Directory | None = None,
         username_prefix: str = "",
         delegates: frozenset[str] = frozenset(),
+        groups_policy: str | None = "Strict",
     ) -> None:
         self._config = config
         self._lookup = ConfiguredIdentities(config, directory)
         self._prefix = username_prefix
         self._delegates = delegates
+        self._groups_policy = groups_policy
 
     def policy(self) -> WebhookPolicy:
-        return policy_for(self._config(), self._prefix, self._delegates)
+        return policy_for(self._config(), self._prefix, self._delegates, self._groups_policy)
 
     def handle(self, body: bytes) -> tuple[int, dict[str, Any]]:
         try:

@@ -19,7 +19,7 @@ from gpupool.auth.posix import PosixId
 from gpupool.k8s.admission import MalformedReview, WebhookPolicy, review
 from gpupool.k8s.identities import ConfiguredIdentities, policy_for
 from gpupool.spec.load import load_config
-from support.admission_reviews import container, job, pod, without_nulls
+from support.admission_reviews import container, cronjob, job, pod, without_nulls
 from support.admission_reviews import review as request_for
 from support.k8s_schemas import problems
 
@@ -28,8 +28,13 @@ JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 POLICY = WebhookPolicy(
     team_gids={"team-a": 30001, "team-c": None}, delegates=frozenset({JOB_CONTROLLER})
 )
-ALICE = {"runAsUser": 10001, "runAsGroup": 20001, "fsGroup": 20001,
-         "supplementalGroups": [40001, 30001]}  # fmt: skip
+ALICE = {
+    "runAsUser": 10001,
+    "runAsGroup": 20001,
+    "fsGroup": 20001,
+    "supplementalGroups": [40001, 30001],
+    "supplementalGroupsPolicy": "Strict",
+}  # fmt: skip
 
 
 class Identities:
@@ -58,6 +63,8 @@ class Case:
 
 
 def spec_of(obj: dict[str, Any]) -> dict[str, Any]:
+    if obj["kind"] == "CronJob":
+        return obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     return obj["spec"]["template"]["spec"] if obj["kind"] == "Job" else obj["spec"]
 
 
@@ -68,11 +75,37 @@ CASES = [
     pytest.param(
         Case(request_for(pod(), dry_run=True), True, ALICE), id="a dry run gets the same answer"
     ),
+    pytest.param(Case(request_for(cronjob()), True, ALICE), id="a CronJob's template is stamped"),
+    pytest.param(
+        Case(
+            request_for(pod(security={"supplementalGroupsPolicy": "Merge"})),
+            False,
+            message="supplementalGroupsPolicy is 'Merge', which would add the groups",
+        ),
+        id="groups from the image's /etc/group are denied",
+    ),
+    pytest.param(
+        Case(
+            request_for(pod(security={"supplementalGroupsPolicy": "Merge"})),
+            True,
+            {
+                **{k: v for k, v in ALICE.items() if k != "supplementalGroupsPolicy"},
+                "supplementalGroupsPolicy": "Merge",
+            },
+            policy=WebhookPolicy(POLICY.team_gids, groups_policy=None),
+        ),
+        id="without a groups policy the pod's own stands",
+    ),
     pytest.param(
         Case(
             request_for(pod(namespace="team-c"), username="bob"),
             True,
-            {"runAsUser": 10002, "runAsGroup": 20002, "fsGroup": 20002},
+            {
+                "runAsUser": 10002,
+                "runAsGroup": 20002,
+                "fsGroup": 20002,
+                "supplementalGroupsPolicy": "Strict",
+            },
         ),
         id="a team without a gid and a user without groups",
     ),
@@ -351,5 +384,10 @@ def test_identities_come_from_the_configuration_then_the_directory(tmp_path: Pat
     answer, _ = review(request_for(pod(), username="oidc:dave"), policy, lookup)
     ops = json.loads(base64.b64decode(answer["response"]["patch"]))
     stamped = jsonpatch.apply_patch(pod(), ops)["spec"]["securityContext"]
-    assert stamped == {"runAsUser": 10010, "runAsGroup": 10010, "fsGroup": 10010,
-                       "supplementalGroups": [40002, 30001]}  # fmt: skip
+    assert stamped == {
+        "runAsUser": 10010,
+        "runAsGroup": 10010,
+        "fsGroup": 10010,
+        "supplementalGroups": [40002, 30001],
+        "supplementalGroupsPolicy": "Strict",
+    }

@@ -553,7 +553,7 @@ def test_webhook_configuration() -> None:
         "caBundle": "UEVN",
     }
     assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None"
-    assert {r["resources"][0] for r in hook["rules"]} == {"pods", "jobs"}
+    assert {r for rule in hook["rules"] for r in rule["resources"]} == {"pods", "jobs", "cronjobs"}
 
 
 def test_priority_classes_by_value() -> None:

@@ -76,7 +76,13 @@ def patched(body: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-ALICE = {"runAsUser": 10001, "runAsGroup": 20001, "fsGroup": 20001, "supplementalGroups": [30001]}
+ALICE = {
+    "runAsUser": 10001,
+    "runAsGroup": 20001,
+    "fsGroup": 20001,
+    "supplementalGroups": [30001],
+    "supplementalGroupsPolicy": "Strict",
+}
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,7 @@ CASES = [
                 "runAsGroup": 10010,
                 "fsGroup": 10010,
                 "supplementalGroups": [30002],
+                "supplementalGroupsPolicy": "Strict",
             },
         ),
         id="a Job by a user of the directory file",

@@ -34,6 +34,7 @@ K8S_ROOTS = (
     "io.k8s.api.rbac.v1.RoleBinding",
     "io.k8s.api.networking.v1.NetworkPolicy",
     "io.k8s.api.batch.v1.Job",
+    "io.k8s.api.batch.v1.CronJob",
     "io.k8s.api.admissionregistration.v1.MutatingWebhookConfiguration",
     # what docs/kubernetes.md deploys the webhook with
     "io.k8s.api.apps.v1.Deployment",
