@@ -24,6 +24,9 @@ from jsonschema import Draft4Validator
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "unit" / "k8s" / "schemas"
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+# cel-python's parser raises the interpreter's recursion limit the first time it runs; doing that
+# here, at import, keeps it from happening inside a test (Hypothesis warns about it).
+celpy.Environment().compile("true")
 # RFC 1123 subdomain: the rule for the name of most objects.
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
@@ -72,6 +75,11 @@ def _kinds() -> dict[tuple[str, str], dict[str, Any]]:
     return found
 
 
+@cache
+def _validator(key: tuple[str, str]) -> Draft4Validator:
+    return Draft4Validator(_kinds()[key])
+
+
 def known_kinds() -> set[tuple[str, str]]:
     return set(_kinds())
 
@@ -82,7 +90,7 @@ def problems(obj: dict[str, Any]) -> list[str]:
     schema = _kinds().get(key)
     if schema is None:
         return [f"no schema for apiVersion {key[0]!r} kind {key[1]!r}"]
-    validator = Draft4Validator(schema)
+    validator = _validator(key)
     found = [
         f"{'/'.join(str(p) for p in error.absolute_path) or '<root>'}: {error.message}"
         for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))
