@@ -86,12 +86,12 @@ audit.register(app)
 budgets.register(app)
 login.register(app)
 usage.register(app)
+webhook.register(app)
 operator.register(app)
 db.register(app)
 doctor.register(app)
 simulate.register(app)
 export.register(app)
-webhook.register(app)
 
 
 # What a client-only install (`pip install gpupool`: the CLI and the SDK) leaves out; the
