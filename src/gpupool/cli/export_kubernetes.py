@@ -51,6 +51,13 @@ def kubernetes(
         Path | None,
         typer.Option(help="PEM of the CA that signed the webhook's certificate (its caBundle)."),
     ] = None,
+    controller_service_account: Annotated[
+        str,
+        typer.Option(
+            help="NAMESPACE/NAME of the service account gpupool's controller runs as on the "
+            "cluster (the kubernetes backend), given what it needs; none for no such RBAC."
+        ),
+    ] = "gpupool-system/gpupool",
     pod_security: Annotated[
         str,
         typer.Option(
@@ -90,6 +97,9 @@ def kubernetes(
         user_prefix=user_prefix,
         group_prefix=group_prefix,
         pod_security=None if pod_security == "none" else pod_security,
+        controller_account=(
+            None if controller_service_account == "none" else controller_service_account
+        ),
         webhook_namespace=webhook_namespace,
         webhook_service=webhook_service,
         webhook_ca_bundle=bundle,

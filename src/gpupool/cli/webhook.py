@@ -47,7 +47,8 @@ def serve(
         list[str] | None,
         typer.Option(
             help="A user that creates pods or Jobs for others and is trusted to keep the "
-            "identity it was given (repeatable). Default: Kubernetes' Job and CronJob controllers."
+            "identity it was given (repeatable). Default: Kubernetes' Job and CronJob controllers "
+            "and gpupool-system/gpupool."
         ),
     ] = None,
     supplemental_groups_policy: Annotated[
@@ -99,10 +100,13 @@ def serve(
         server.server_close()
 
 
-# The service accounts Kubernetes' controllers create a Job's pods and a CronJob's Jobs as.
+# The service accounts Kubernetes' controllers create a Job's pods and a CronJob's Jobs as, and
+# the one `gpupool export kubernetes` gives gpupool's controller by default (its backend
+# creates Jobs that carry their user's identity).
 CONTROLLERS = (
     "system:serviceaccount:kube-system:job-controller",
     "system:serviceaccount:kube-system:cronjob-controller",
+    "system:serviceaccount:gpupool-system:gpupool",
 )
 
 

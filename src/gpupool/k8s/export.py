@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from gpupool.k8s import kueue, tenancy
+from gpupool.k8s import controller_rbac, kueue, tenancy
 from gpupool.k8s.kueue import ExportError
 from gpupool.k8s.names import MANAGED_BY, TEAM_LABEL, is_reserved_namespace, team_namespace
 from gpupool.spec.models import ClusterConfig
@@ -46,6 +46,8 @@ class ExportSettings:
     webhook_port: int = 443
     webhook_ca_bundle: bytes | None = field(default=None, repr=False)  # PEM of the serving CA
     webhook_timeout_s: int = 10
+    # NAMESPACE/NAME of the service account gpupool's controller runs as (None: no RBAC for it).
+    controller_account: str | None = "gpupool-system/gpupool"
 
 
 def webhook_configuration(settings: ExportSettings) -> Obj:
@@ -103,26 +105,44 @@ def _check_namespaces(config: ClusterConfig) -> None:
             )
 
 
+def _controller_account(settings: ExportSettings) -> tuple[str, str] | None:
+    if settings.controller_account is None:
+        return None
+    try:
+        return controller_rbac.parse_account(settings.controller_account)
+    except ValueError as exc:
+        raise ExportError(f"the controller's service account: {exc}") from None
+
+
 def render(config: ClusterConfig, settings: ExportSettings | None = None) -> dict[str, list[Obj]]:
     """Every object, grouped in files named for their kind, in the order to apply them."""
     settings = settings or ExportSettings()
     _check_namespaces(config)
     teams = sorted(config.teams)
     spaces = {team: team_namespace(team) for team in teams}
+    account = _controller_account(settings)
+    roles: list[Obj] = []
+    bindings: list[Obj] = []
+    for t in teams:
+        spec = config.teams[t]
+        roles += tenancy.roles(t, spec, spaces[t])
+        bindings += tenancy.role_bindings(
+            t, spec, spaces[t], config, settings.user_prefix, settings.group_prefix
+        )
+        if account is not None:
+            labels = tenancy.team_labels(t, spec)
+            role, binding = controller_rbac.namespaced(spaces[t], labels, account)
+            roles.append(role)
+            bindings.append(binding)
+    cluster = list(controller_rbac.cluster_wide(account)) if account is not None else []
     files: dict[str, list[Obj]] = {
         "00-namespaces.yaml": [
             tenancy.namespace(t, config.teams[t], spaces[t], settings.pod_security) for t in teams
         ],
-        "10-roles.yaml": [
-            role for t in teams for role in tenancy.roles(t, config.teams[t], spaces[t])
-        ],
-        "11-rolebindings.yaml": [
-            binding
-            for t in teams
-            for binding in tenancy.role_bindings(
-                t, config.teams[t], spaces[t], config, settings.user_prefix, settings.group_prefix
-            )
-        ],
+        "10-roles.yaml": roles,
+        "11-rolebindings.yaml": bindings,
+        "12-clusterroles.yaml": cluster[:1],
+        "13-clusterrolebindings.yaml": cluster[1:],
         "20-networkpolicies.yaml": [
             policy
             for t in teams

@@ -46,7 +46,7 @@ _ADMIN_READS = [
 ]
 
 
-def _labels(team: str, spec: Team) -> dict[str, str]:
+def team_labels(team: str, spec: Team) -> dict[str, str]:
     labels = {TEAM_LABEL: team, **MANAGED_BY}
     if spec.cohort is not None:
         labels[COHORT_LABEL] = spec.cohort
@@ -54,14 +54,14 @@ def _labels(team: str, spec: Team) -> dict[str, str]:
 
 
 def _meta(name: str, namespace: str, team: str, spec: Team) -> Obj:
-    return {"name": name, "namespace": namespace, "labels": _labels(team, spec)}
+    return {"name": name, "namespace": namespace, "labels": team_labels(team, spec)}
 
 
 def namespace(team: str, spec: Team, name: str, pod_security: str | None = None) -> Obj:
     """``pod_security``: the Pod Security Standard the namespace enforces. ``baseline`` already
     refuses what would step around the uid the webhook stamps (privileged containers, host
     paths, the host's namespaces)."""
-    labels = _labels(team, spec)
+    labels = team_labels(team, spec)
     if pod_security is not None:
         labels = dict(sorted({**labels, POD_SECURITY_LABEL: pod_security}.items()))
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}

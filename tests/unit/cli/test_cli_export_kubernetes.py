@@ -19,7 +19,7 @@ def test_demo_is_written_as_the_golden_files(tmp_path: Path) -> None:
         app, ["export", "kubernetes", "-c", str(DEMO), "--out", str(tmp_path)]
     )
     assert result.exit_code == 0, result.output
-    assert "wrote 44 objects in 10 file(s)" in result.output
+    assert "wrote 52 objects in 12 file(s)" in result.output
     written = {p.name: p.read_text() for p in tmp_path.iterdir()}
     assert written == {p.name: p.read_text() for p in GOLDEN.iterdir()}
 

@@ -463,6 +463,7 @@ def test_role_bindings_follow_groups_members_and_platform_admins() -> None:
         "gpupool-admin": [("Group", "oidc:Ops"), ("User", "oidc:boss"), ("User", "oidc:bob")],
         "gpupool-member": [("Group", "oidc:TeamA")],
         "gpupool-viewer": [("User", "oidc:alice")],
+        "gpupool-controller": [("ServiceAccount", "gpupool")],
     }
 
 
@@ -472,6 +473,29 @@ def test_no_role_may_exec_into_pods_and_viewers_change_nothing() -> None:
     assert not resources & {"pods/exec", "pods/attach", "pods/portforward"}
     viewer = next(r for r in roles if r["metadata"]["name"] == "gpupool-viewer")
     assert {v for rule in viewer["rules"] for v in rule["verbs"]} == {"get", "list", "watch"}
+
+
+def test_the_controller_may_run_jobs_in_team_namespaces_and_only_read_elsewhere() -> None:
+    settings = ExportSettings(controller_account="platform/runner")
+    found = [
+        o for o in objects(config_of(), settings) if o["metadata"]["name"] == "gpupool-controller"
+    ]
+    scopes = {(o["kind"], o["metadata"].get("namespace")) for o in found}
+    assert scopes == {
+        ("Role", "team-a"), ("Role", "team-b"), ("RoleBinding", "team-a"),
+        ("RoleBinding", "team-b"), ("ClusterRole", None), ("ClusterRoleBinding", None),
+    }  # fmt: skip
+    for obj in found:
+        if "subjects" in obj:
+            assert obj["subjects"] == [
+                {"kind": "ServiceAccount", "name": "runner", "namespace": "platform"}
+            ]
+    cluster_role = next(o for o in found if o["kind"] == "ClusterRole")
+    assert {v for rule in cluster_role["rules"] for v in rule["verbs"]} == {"get", "list", "watch"}
+    none = ExportSettings(controller_account=None)
+    assert not [o for o in objects(config_of(), none) if "gpupool-controller" in str(o)]
+    with pytest.raises(ExportError, match="the controller's service account: 'runner' is not"):
+        render(config_of(), ExportSettings(controller_account="runner"))
 
 
 def test_network_policies_deny_ingress_but_from_the_namespace_and_the_platform() -> None:

@@ -32,6 +32,8 @@ K8S_ROOTS = (
     "io.k8s.api.core.v1.Pod",
     "io.k8s.api.rbac.v1.Role",
     "io.k8s.api.rbac.v1.RoleBinding",
+    "io.k8s.api.rbac.v1.ClusterRole",
+    "io.k8s.api.rbac.v1.ClusterRoleBinding",
     "io.k8s.api.networking.v1.NetworkPolicy",
     "io.k8s.api.batch.v1.Job",
     "io.k8s.api.batch.v1.CronJob",
