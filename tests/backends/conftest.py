@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import pytest
 
+from gpupool.backends.azure_batch.adapter import AzureBatchBackend
 from gpupool.backends.base import (
     FINAL_STATES,
     AdapterContext,
@@ -373,11 +374,48 @@ class SlurmHarness(LocalHarness):
             subprocess.run(["scancel", *job_ids], capture_output=True)
 
 
+class AzureBatchHarness(LocalHarness):
+    """The local harness's job and observations, run as tasks by the real ``azure-batch`` SDK
+    against the local stand-in of tests/support/azure_batch.py (there is no Azure here). Every
+    request the adapter makes is checked there; any it rejected fails the test."""
+
+    name = "azure-batch"
+
+    def __init__(self, tmp_path: Path) -> None:
+        from support.azure_batch import ACCOUNT, ACCOUNT_KEY, BatchStandIn
+
+        self.obs = tmp_path / "obs"
+        self.stand_in = BatchStandIn(tmp_path / "nodes").__enter__()
+        self.environ = {"GPUPOOL_TEST_BATCH_KEY": ACCOUNT_KEY}
+        options = {
+            "account_url": self.stand_in.url,
+            "auth": "shared-key",
+            "account_name": ACCOUNT,
+            "account_key_env": "GPUPOOL_TEST_BATCH_KEY",
+            "request_timeout_s": 5,
+        }
+        self.ctx = AdapterContext(
+            pool=POOL, gpu_type="t4", options=options, state_dir=tmp_path / "state"
+        )
+        self.backend = AzureBatchBackend(self.ctx, environ=self.environ)
+
+    def restart(self) -> Backend:
+        self.backend.close()  # type: ignore[attr-defined]
+        self.backend = AzureBatchBackend(self.ctx, environ=self.environ)
+        return self.backend
+
+    def cleanup(self) -> None:
+        self.backend.close()  # type: ignore[attr-defined]
+        self.stand_in.close()  # kills what a test left running
+        assert self.stand_in.rejected == [], self.stand_in.rejected
+
+
 HARNESSES: dict[str, Callable[[Path], Harness]] = {
     "local": LocalHarness,
     "fake": FakeHarness,
     "slurm": SlurmHarness,
     "ray": RayHarness,
+    "azure-batch": AzureBatchHarness,
 }
 
 
