@@ -56,11 +56,11 @@ def autoscale_formula(scale: Scale) -> str:
     target = "$TargetLowPriorityNodes" if scale.spot else "$TargetDedicatedNodes"
     other = "$TargetDedicatedNodes" if scale.spot else "$TargetLowPriorityNodes"
     current = "$CurrentLowPriorityNodes" if scale.spot else "$CurrentDedicatedNodes"
-    floor = max(scale.min_nodes, scale.warm_nodes)
     lines = [
         f"$minNodes = {scale.min_nodes};",
         f"$maxNodes = {scale.max_nodes};",
-        f"$floor = {floor};",
+        f"$warmNodes = {scale.warm_nodes};",
+        "$floor = min($maxNodes, max($minNodes, $warmNodes));",
         f"$slotsPerNode = {scale.slots_per_node};",
         f"$idleWindow = TimeInterval_Second * {scale.idle_timeout_s};",
         "$pending = max(0, $PendingTasks.GetSample(1));",
