@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import pytest
 
 from gpupool.backends.azure_batch.adapter import AzureBatchBackend
+from gpupool.backends.azure_ml.adapter import AzureMLBackend
 from gpupool.backends.base import (
     FINAL_STATES,
     AdapterContext,
@@ -410,12 +411,78 @@ class AzureBatchHarness(LocalHarness):
         assert self.stand_in.rejected == [], self.stand_in.rejected
 
 
+class StaticToken:
+    """A credential with a fixed bearer token (the Azure ML stand-in's)."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+        from azure.core.credentials import AccessToken
+
+        return AccessToken(self.token, int(time.time()) + 3600)
+
+    def get_token_info(self, *scopes: str, **kwargs: Any) -> Any:
+        from azure.core.credentials import AccessTokenInfo
+
+        return AccessTokenInfo(self.token, int(time.time()) + 3600)
+
+
+class AzureMLHarness(LocalHarness):
+    """The local harness's job and observations, run as command jobs by the real
+    ``azure-ai-ml`` SDK against the HTTPS stand-in of tests/support/azure_ml.py. Every request
+    is checked there; any it rejected fails the test. The SDK trusts the stand-in's
+    certificate through REQUESTS_CA_BUNDLE, set for the harness's lifetime."""
+
+    name = "azure-ml"
+
+    def __init__(self, tmp_path: Path) -> None:
+        from support.azure_ml import GROUP, SUBSCRIPTION, TOKEN, WORKSPACE, AzureMLStandIn
+
+        self.obs = tmp_path / "obs"
+        self.stand_in = AzureMLStandIn(tmp_path / "aml").__enter__()
+        names = ("REQUESTS_CA_BUNDLE", "AZUREML_CURRENT_CLOUD")
+        self._saved_env = {name: os.environ.get(name) for name in names}
+        os.environ["REQUESTS_CA_BUNDLE"] = str(self.stand_in.cert)
+        options = {
+            "subscription_id": SUBSCRIPTION,
+            "resource_group": GROUP,
+            "workspace": WORKSPACE,
+            "compute": "gpu-cluster",
+            "environment": "azureml:gpupool-test:1",
+            "arm_endpoint": self.stand_in.arm_endpoint,
+            "request_timeout_s": 5,
+        }
+        self.ctx = AdapterContext(
+            pool=POOL, gpu_type="t4", options=options, state_dir=tmp_path / "state"
+        )
+        self.credential = StaticToken(TOKEN)
+        self.backend = self._build()
+
+    def _build(self) -> Backend:
+        return AzureMLBackend(self.ctx, credential_factory=lambda: self.credential)
+
+    def restart(self) -> Backend:
+        self.backend = self._build()
+        return self.backend
+
+    def cleanup(self) -> None:
+        self.stand_in.close()
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        assert self.stand_in.rejected == [], self.stand_in.rejected
+
+
 HARNESSES: dict[str, Callable[[Path], Harness]] = {
     "local": LocalHarness,
     "fake": FakeHarness,
     "slurm": SlurmHarness,
     "ray": RayHarness,
     "azure-batch": AzureBatchHarness,
+    "azure-ml": AzureMLHarness,
 }
 
 

@@ -145,7 +145,7 @@ CASES = [
             ),
             id=f"pool on {backend}, which has no adapter",
         )
-        for backend in ("kubernetes", "azure-ml")
+        for backend in ("kubernetes",)
     ),
     pytest.param(
         Case(

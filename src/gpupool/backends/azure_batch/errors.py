@@ -48,6 +48,7 @@ MISCONFIGURED_CODES = frozenset(
 # ... and those that mean "busy or a quota that frees up": retry later.
 BUSY_CODES = frozenset({"ServerBusy", "OperationTimedOut", "TooManyRequests", "InternalError"})
 _QUERY = re.compile(r"\?[^\s'\"]*")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _names(exc: BaseException) -> set[str]:
@@ -108,7 +109,8 @@ def classify(exc: BaseException, *, invalid: type[BackendError]) -> type[Backend
 def summary(exc: BaseException) -> str:
     """One short line: the service's code and message, URL queries (SAS tokens) removed."""
     message = getattr(getattr(exc, "error", None), "message", None) or str(exc)
-    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    message = _ANSI.sub("", str(message))  # azure-ai-ml colours its messages
+    lines = [line.strip() for line in message.splitlines() if any(c.isalpha() for c in line)]
     text = lines[0] if lines else type(exc).__name__
     if code := error_code(exc):
         text = f"{code}: {text}" if not text.startswith(code) else text
