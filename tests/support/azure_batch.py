@@ -5,7 +5,7 @@ which implements the operations the adapter uses and nothing else:
 
     POST /pools  GET /pools/{pool}  POST /jobs  GET /jobs/{job}
     POST /jobs/{job}/tasks  GET /jobs/{job}/tasks/{task}
-    POST /jobs/{job}/tasks/{task}/terminate  GET /jobs/{job}/tasks/{task}/files/{name}
+    POST /jobs/{job}/tasks/{task}/terminate  GET /jobs/{job}/tasks/{task}/files/{path}
 
 Every request is recorded (:attr:`BatchStandIn.requests`) and checked: its method and path
 must be one of the above, ``api-version`` must be :data:`API_VERSION`, no other query
@@ -16,7 +16,8 @@ answered 400 and added to :attr:`BatchStandIn.rejected`, which the tests assert 
 Tasks run for real, as local processes, the way a Batch node runs them: the command line is
 split (no shell) and run in ``<root>/<job>/<task>/wd`` with the task's environment settings
 and ``AZ_BATCH_*`` variables; stdout and stderr go to ``stdout.txt`` and ``stderr.txt`` next
-to it; resource files are downloaded before the start; output files are uploaded (``PUT``,
+to it (any file of the task's directory can be read, as on a node); resource files are
+downloaded before the start; output files are uploaded (``PUT``,
 as to blob storage) on completion; ``maxWallClockTime`` and ``terminate`` send SIGTERM, then
 SIGKILL after :attr:`BatchStandIn.kill_grace_s`. :meth:`BatchStandIn.preempt` plays Azure
 taking a low-priority node back: the process is killed, the task goes back to ``active`` with
@@ -339,8 +340,8 @@ class BatchStandIn:
                         raise self._reject(f"terminate {task_id}: unexpected body {body!r}")
                     self._terminate(self._find(job_id, task_id))
                     return 204, b"", {}
-                case "GET", ["jobs", job_id, "tasks", task_id, "files", name]:
-                    return self._file(self._find(job_id, task_id), name, handler)
+                case "GET", ["jobs", job_id, "tasks", task_id, "files", *name]:
+                    return self._file(self._find(job_id, task_id), "/".join(name), handler)
         raise self._reject(f"{method} {path}: not an operation of this stand-in")
 
     @staticmethod
@@ -554,11 +555,9 @@ class BatchStandIn:
     def _file(
         self, task: Task, name: str, handler: BaseHTTPRequestHandler
     ) -> tuple[int, bytes, dict[str, str]]:
-        if name not in ("stdout.txt", "stderr.txt"):
-            raise StandInError(404, "FileNotFound", "no such file")
-        path = task.root / name
-        if not path.exists():
-            raise StandInError(404, "FileNotFound", "the task has not started")
+        path = (task.root / name).resolve()
+        if not path.is_relative_to(task.root.resolve()) or not path.is_file():
+            raise StandInError(404, "FileNotFound", f"no file {name} (yet)")
         data = path.read_bytes()
         wanted = handler.headers.get("ocp-range")
         if wanted:
