@@ -565,3 +565,58 @@ def test_inputs_and_outputs_move_through_the_grant(stand_in: BatchStandIn) -> No
         "/team-a/home/alice/out/attempt-1/copy.csv": (b"a,b\n1,2\n", "sig=c"),
     }
     assert "sig=" not in repr(handle) and "sig=" not in str(handle.to_dict())
+
+
+# -- the stand-in refuses what Batch would not take ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "why"),
+    [
+        pytest.param(
+            "POST", "/jobs?api-version=2020-01-01", {"id": "j"}, "api-version", id="old api"
+        ),
+        pytest.param(
+            "POST",
+            f"/jobs?api-version={API_VERSION}",
+            {"id": "j", "poolInfo": {"poolId": "p"}, "priority": 5},
+            "unknown fields ['priority']",
+            id="a field the adapter never sends",
+        ),
+        pytest.param(
+            "DELETE", f"/jobs/j?api-version={API_VERSION}", None, "not an operation", id="delete"
+        ),
+        pytest.param(
+            "GET", f"/jobs?api-version={API_VERSION}&$top=5", None, "query", id="extra query"
+        ),
+    ],
+)
+def test_the_stand_in_rejects_what_it_does_not_know(
+    tmp_path: Path, method: str, path: str, body: Any, why: str
+) -> None:
+    import json
+    import urllib.error
+    import urllib.request
+
+    with BatchStandIn(tmp_path) as server:
+        request = urllib.request.Request(
+            server.url + path,
+            data=json.dumps(body).encode() if body is not None else None,
+            method=method,
+            headers={"Authorization": f"SharedKey {ACCOUNT}:x", "Content-Type": "application/json"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as answer:
+            urllib.request.urlopen(request, timeout=5)
+        answer.value.close()
+
+    assert answer.value.code == 400
+    assert len(server.rejected) == 1 and why in server.rejected[0]
+
+
+def test_the_controllers_probe_asks_batch_and_reports_a_bad_key(stand_in: BatchStandIn) -> None:
+    from gpupool.controller.probes import ask
+
+    assert ask(adapter(stand_in), POOL, "azure-batch") is None
+    assert stand_in.calls("GET", r"/jobs/gpupool-t4-pool/tasks/gpupool-probe")
+    with pytest.raises(BackendMisconfigured, match="AuthenticationFailed"):
+        ask(adapter(stand_in, account_name="other"), POOL, "azure-batch")

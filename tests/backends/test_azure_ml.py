@@ -21,7 +21,7 @@ from gpupool.backends.azure_ml.status import AMLJobView, verdict
 from gpupool.backends.base import AdapterContext, JobHandle, JobSpec, RunState
 from gpupool.backends.errors import BackendMisconfigured, BackendRejected
 from gpupool.data.grants.base import Grant, OutputTarget, scope_for
-from support.azure_ml import GROUP, SUBSCRIPTION, TOKEN, WORKSPACE, AzureMLStandIn
+from support.azure_ml import GROUP, SUBSCRIPTION, TOKEN, WORKSPACE, WS, AzureMLStandIn
 
 POOL = "aml-pool"
 pytestmark = pytest.mark.timeout(60)
@@ -356,3 +356,50 @@ def test_the_sdks_own_refusal_fails_the_attempt_with_a_plain_message() -> None:
     assert (
         str(raised.value) == "azure-ml backend cannot submit x.1: 1) One or more fields are invalid"
     )
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "why"),
+    [
+        pytest.param(
+            "GET", f"{WS}/jobs/x?api-version=2022-01-01", None, "api-version", id="old api"
+        ),
+        pytest.param(
+            "PUT",
+            f"{WS}/jobs/x?api-version=2025-01-01-preview",
+            {"properties": {"jobType": "Command", "command": "true", "resources": {}}},
+            "unknown fields ['properties.resources']",
+            id="a field the adapter never sends",
+        ),
+        pytest.param(
+            "DELETE",
+            f"{WS}/jobs/x?api-version=2024-01-01-preview",
+            None,
+            "not an operation",
+            id="delete",
+        ),
+    ],
+)
+def test_the_stand_in_rejects_what_it_does_not_know(
+    stand_in: AzureMLStandIn, method: str, path: str, body: Any, why: str
+) -> None:
+    import requests
+
+    answer = requests.request(
+        method,
+        stand_in.arm_endpoint + path,
+        json=body,
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=5,
+    )
+
+    assert answer.status_code == 400
+    assert len(stand_in.rejected) == 1 and why in stand_in.rejected[0]
+    stand_in.rejected.clear()  # seen: the fixture checks nothing else was refused
+
+
+def test_the_controllers_probe_asks_azure_ml(stand_in: AzureMLStandIn) -> None:
+    from gpupool.controller.probes import ask
+
+    assert ask(adapter(stand_in), POOL, "azure-ml") is None
+    assert [r.path.rsplit("/", 1)[1] for r in stand_in.calls("get_job")] == ["gpupool-probe"]

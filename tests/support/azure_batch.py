@@ -240,6 +240,15 @@ class BatchStandIn:
             def do_POST(self) -> None:
                 stand_in._serve(self, "POST")
 
+            def do_PUT(self) -> None:  # refused: the adapter uses no PUT, PATCH or DELETE
+                stand_in._serve(self, "PUT")
+
+            def do_PATCH(self) -> None:
+                stand_in._serve(self, "PATCH")
+
+            def do_DELETE(self) -> None:
+                stand_in._serve(self, "DELETE")
+
             def log_message(self, format: str, *args: object) -> None:
                 pass
 

@@ -222,6 +222,12 @@ class AzureMLStandIn:
             def do_POST(self) -> None:
                 stand_in._serve(self, "POST")
 
+            def do_PATCH(self) -> None:  # refused: the adapter uses no PATCH or DELETE
+                stand_in._serve(self, "PATCH")
+
+            def do_DELETE(self) -> None:
+                stand_in._serve(self, "DELETE")
+
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
