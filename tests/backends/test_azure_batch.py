@@ -486,8 +486,18 @@ def test_service_errors_are_translated(
         backend.submit(sleeper("second", 0.1))
 
 
-def test_a_wrong_account_key_is_misconfigured(stand_in: BatchStandIn) -> None:
-    backend = adapter(stand_in, account_name="someone-else")
+@pytest.mark.parametrize(
+    "options",
+    [
+        pytest.param({"account_name": "someone-else"}, id="another account"),
+        pytest.param({"account_key_env": "OTHER_KEY"}, id="another key"),
+    ],
+)
+def test_a_wrong_account_or_key_is_misconfigured(
+    stand_in: BatchStandIn, options: dict[str, str]
+) -> None:
+    backend = adapter(stand_in, **options)
+    backend._environ = {**backend._environ, "OTHER_KEY": "b3RoZXIta2V5"}
     with pytest.raises(BackendMisconfigured, match="AuthenticationFailed"):
         backend.submit(sleeper("x", 0.1))
 
@@ -599,12 +609,13 @@ def test_the_stand_in_rejects_what_it_does_not_know(
     import urllib.request
 
     with BatchStandIn(tmp_path) as server:
-        request = urllib.request.Request(
-            server.url + path,
-            data=json.dumps(body).encode() if body is not None else None,
-            method=method,
-            headers={"Authorization": f"SharedKey {ACCOUNT}:x", "Content-Type": "application/json"},
-        )
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"content-type": "application/json", "content-length": str(len(data or b""))}
+        signed = server.signature(method, path, headers)
+        headers["authorization"] = f"SharedKey {ACCOUNT}:{signed}"
+        request = urllib.request.Request(server.url + path, data=data, method=method)
+        for name, value in headers.items():
+            request.add_header(name, value)
         with pytest.raises(urllib.error.HTTPError) as answer:
             urllib.request.urlopen(request, timeout=5)
         answer.value.close()

@@ -9,7 +9,8 @@ which implements the operations the adapter uses and nothing else:
 
 Every request is recorded (:attr:`BatchStandIn.requests`) and checked: its method and path
 must be one of the above, ``api-version`` must be :data:`API_VERSION`, no other query
-parameter is accepted, the ``Authorization`` header must be a shared key of the account, and
+parameter is accepted, the ``Authorization`` header must be the account's shared-key signature
+of the request, and
 a body may hold only the fields listed in :data:`BODY_FIELDS` (recursively). Anything else is
 answered 400 and added to :attr:`BatchStandIn.rejected`, which the tests assert is empty.
 
@@ -28,7 +29,10 @@ it is terminated first. The failure codes follow Batch's documented ones where k
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -298,8 +302,42 @@ class BatchStandIn:
         if extra := sorted(set(query) - QUERY):
             raise self._reject(f"{method} {path}: unexpected query parameters {extra}")
         auth = handler.headers.get("Authorization", "")
-        if not auth.startswith(f"SharedKey {self.account}:"):
+        prefix = f"SharedKey {self.account}:"
+        if not auth.startswith(prefix):
             raise StandInError(401, "AuthenticationFailed", "no shared key of this account")
+        headers = {k.lower(): v for k, v in handler.headers.items()}
+        if not hmac.compare_digest(
+            auth[len(prefix) :], self.signature(method, handler.path, headers)
+        ):
+            raise StandInError(401, "AuthenticationFailed", "the signature does not match")
+
+    def signature(self, method: str, target: str, headers: dict[str, str]) -> str:
+        """Batch's shared-key signature of a request to ``target`` (path and query) with
+        ``headers`` (lower-case names): the documented scheme, the verb, the standard headers,
+        the ``ocp-`` headers, then ``/<account><path>`` and the query parameters."""
+        length = headers.get("content-length", "0" if method not in ("GET", "HEAD") else "")
+        standard = [
+            "content-encoding",
+            "content-language",
+            "content-length",
+            "content-md5",
+            "content-type",
+            "date",
+            "if-modified-since",
+            "if-match",
+            "if-none-match",
+            "if-unmodified-since",
+            "range",
+        ]
+        values = [length if h == "content-length" else headers.get(h, "") for h in standard]
+        text = method + "\n" + "\n".join(values) + "\n"
+        for name in sorted(h for h in headers if h.startswith("ocp-")):
+            text += f"{name}:{headers[name]}\n"
+        text += f"/{self.account}{urlsplit(target).path}"
+        for name, found in sorted(parse_qs(urlsplit(target).query).items()):
+            text += f"\n{name}:{found[0]}"
+        key = base64.b64decode(ACCOUNT_KEY)
+        return base64.b64encode(hmac.new(key, text.encode(), hashlib.sha256).digest()).decode()
 
     def _body(self, operation: str, body: Any, what: str) -> dict[str, Any]:
         if not isinstance(body, dict):
