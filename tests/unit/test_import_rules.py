@@ -53,6 +53,7 @@ CLI_EXEMPT = {
     "simulate.py",
     "export.py",
     "export_kubernetes.py",
+    "export_azure.py",
     "webhook.py",
 }
 

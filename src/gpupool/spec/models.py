@@ -44,6 +44,12 @@ class Autoscale(_Strict):
     min_nodes: int = Field(default=0, ge=0)
     max_nodes: int | None = Field(default=None, ge=0)
     node_type: Literal["dedicated", "spot"] = "dedicated"
+    warm_nodes: int = Field(
+        default=0, ge=0, description="Nodes kept up while idle (a warm floor for scarce tiers)."
+    )
+    idle_timeout_s: int = Field(
+        default=600, gt=0, description="Idle time before the pool scales down to its floor."
+    )
 
 
 class Pool(_Strict):

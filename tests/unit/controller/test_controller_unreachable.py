@@ -16,7 +16,6 @@ from gpupool.backends.base import JobHandle, JobSpec
 from gpupool.backends.errors import BackendUnavailable
 from gpupool.config import sqlite_url
 from gpupool.controller.loop import Controller
-from gpupool.core.jobs import JobStatus
 from gpupool.spec.models import (
     ClusterConfig,
     GpuType,
@@ -99,7 +98,9 @@ def sessions(tmp_path: Path) -> Iterator[SessionFactory]:
     engine.dispose()
 
 
-def controller(sessions: SessionFactory, after: float | None) -> tuple[Controller, Clock, Execution]:
+def controller(
+    sessions: SessionFactory, after: float | None
+) -> tuple[Controller, Clock, Execution]:
     clock, execution = Clock(), Execution()
     cfg = config(after)
     return Controller(sessions, lambda: cfg, execution, clock), clock, execution  # type: ignore[arg-type]
