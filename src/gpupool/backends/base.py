@@ -61,6 +61,7 @@ class ContainerPolicy:
     (where ``shared/`` and ``home/<user>/`` are mounted from)."""
 
     runtime: str | None = None
+    allowed_images: tuple[str, ...] = ()
     network: bool = False
     mount_storage: bool = True
     pull_secrets: Mapping[str, str] = field(default_factory=dict)

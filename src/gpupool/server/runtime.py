@@ -170,6 +170,7 @@ def container_policy(config: ClusterConfig, pool: Pool, home: Path | None) -> Co
                 roots[team] = str(root.path.absolute())
     return ContainerPolicy(
         runtime=pool.container_runtime,
+        allowed_images=tuple(pool.allowed_images),
         network=pool.containers.network,
         mount_storage=pool.containers.mount_storage,
         pull_secrets=dict(pool.containers.pull_secrets),
