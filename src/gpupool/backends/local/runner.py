@@ -256,9 +256,7 @@ class LogPump:
 
 def remove_container(binary: str, name: str) -> bool:
     """``<runtime> rm -f <name>``: stop the container at once and remove it (True: gone)."""
-    return _runtime(binary, "rm", "-f", name) or not _runtime(
-        binary, "container", "inspect", name
-    )
+    return _runtime(binary, "rm", "-f", name) or not _runtime(binary, "container", "inspect", name)
 
 
 def _runtime(binary: str, *args: str) -> bool:
