@@ -428,6 +428,22 @@ def check_containers(config: ClusterConfig) -> Iterator[Finding]:
                 f"set container_runtime ({', '.join(fits) or 'none fits this backend'}), "
                 "or remove allowed_images",
             )
+        shares_network = runtime in fits and pool.backend in ("slurm", "ray")
+        shares_network = shares_network and (runtime == "pyxis" or pool.backend == "ray")
+        if shares_network and not pool.containers.network:
+            yield Finding(
+                ("pools", i, "containers"),
+                f"{'enroot (pyxis)' if runtime == 'pyxis' else 'Ray'} containers share the "
+                f"node's network: pool {pool.name!r} cannot run images without it",
+                "set containers: {network: true} to accept that, or use podman on a local "
+                "or slurm pool",
+            )
+        if runtime == "pyxis" and pool.containers.pull_secrets:
+            yield Finding(
+                ("pools", i, "containers", "pull_secrets"),
+                "pyxis pulls with enroot's own credentials file on the nodes, not per job",
+                "remove pull_secrets and configure enroot's credentials on the nodes",
+            )
         for j, pattern in enumerate(pool.allowed_images):
             if not pattern.strip() or any(c.isspace() for c in pattern):
                 yield Finding(

@@ -558,6 +558,27 @@ CASES = [
         ),
         id="allowed images without a runtime",
     ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: slurm
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        options: {partition: h100}
+                        container_runtime: pyxis
+                        allowed_images: [nvcr.io/nvidia/*]
+                        containers: {network: false}  # <-
+                """
+            },
+            path="pools[0].containers",
+            message="enroot (pyxis) containers share the node's network",
+            hint="set containers: {network: true}",
+        ),
+        id="pyxis without accepting the host network",
+    ),
 ]
 
 

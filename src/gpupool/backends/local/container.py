@@ -24,12 +24,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gpupool.backends import containers
 from gpupool.backends.base import ContainerPolicy, JobSpec, PosixIdentity
 from gpupool.backends.errors import BackendRejected
-from gpupool.core.images import ImageProblem, check_reference, is_allowed
 
 RUNTIMES = ("podman", "docker")
 ENV_FILE = "container.env"
@@ -66,21 +66,9 @@ def container_name(pool: str, key: str) -> str:
 
 
 def check_image(spec: JobSpec, policy: ContainerPolicy, allowed: Sequence[str]) -> str:
-    """The runtime to use for ``spec.image`` on this pool, or :class:`BackendRejected` saying
-    why the pool cannot run it (the configuration may have changed since the submit)."""
-    assert spec.image is not None
-    if policy.runtime not in RUNTIMES:
-        raise BackendRejected(
-            f"this local pool runs no images (container_runtime: {policy.runtime}); "
-            f"set container_runtime to {' or '.join(RUNTIMES)} to run {spec.image!r}"
-        )
-    try:
-        check_reference(spec.image)
-    except ImageProblem as exc:
-        raise BackendRejected(f"image: {exc}") from None
-    if not is_allowed(spec.image, allowed):
-        raise BackendRejected(f"image {spec.image!r} is not in this pool's allowed_images")
-    return policy.runtime
+    """The runtime to use for ``spec.image`` on this pool (see backends.containers)."""
+    policy = replace(policy, allowed_images=tuple(allowed))
+    return containers.check_image(spec, policy, RUNTIMES, "local")
 
 
 def plan(
@@ -133,23 +121,9 @@ def plan(
         args.append("--read-only")
     for path in (work, inputs, outputs):
         args += ["--volume", f"{path}:{path}"]
-    root = policy.team_roots.get(spec.team) if policy.mount_storage else None
-    home_inside = work
-    if root is not None:
-        shared, home = f"{root}/shared", f"{root}/home/{spec.user}"
-        for path in (shared, home):
-            if os.path.isdir(path):
-                args += ["--volume", f"{path}:{path}"]
-        if os.path.isdir(home):
-            home_inside = home
-    for mount in container.mounts if container is not None else ():
-        if root is None:
-            raise BackendRejected(
-                f"mount {mount.source!r}: this pool mounts no team storage (its team root is "
-                "not a local directory, or containers.mount_storage is off)"
-            )
-        suffix = ":ro" if mount.read_only else ""
-        args += ["--volume", f"{root}/{mount.source}:{mount.target}{suffix}"]
+    mounts, home_inside = containers.storage_mounts(spec, policy, work)
+    for host, inside, read_only in mounts:
+        args += ["--volume", f"{host}:{inside}" + (":ro" if read_only else "")]
     args += _gpu_args(gpus, gpu_mode, device_template)
     if container is not None and container.pull_secret is not None:
         auth = policy.pull_secrets.get(container.pull_secret)
