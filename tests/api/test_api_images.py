@@ -14,8 +14,9 @@ import yaml
 
 from gpupool.server.runtime import pool_bindings
 from support.apikit import Api, make_api
+from support.podman import TEST_IMAGE, podman_problem
 
-IMAGE = "localhost/gpupool-test/busybox:1"
+IMAGE = TEST_IMAGE
 
 
 @pytest.fixture
@@ -151,3 +152,23 @@ def test_the_pool_binding_carries_the_container_policy(api: Api) -> None:
     assert h100.pull_secrets == {"acme": "/etc/gpupool/acme-auth.json"}
     assert Path(h100.team_roots["team-a"]) == settings.home / "storage" / "team-a"
     assert t4.runtime is None and t4.team_roots == {}
+
+
+def test_an_image_job_runs_in_its_container_end_to_end(api: Api) -> None:
+    """Through the API, the controller and the local backend into a real podman container."""
+    if problem := podman_problem():
+        pytest.skip(problem)
+    job = api.submit(
+        "alice",
+        command=["sh", "-c", 'echo "in $GPUPOOL_JOB_ID as $(id -u) with sh=$(readlink /bin/sh)"'],
+        resources=H100,
+        image=TEST_IMAGE,
+        max_runtime_s=60,
+    )
+    job_id = str(job["id"])
+    api.tick_until(lambda: api.status(job_id) in ("succeeded", "failed"), 60, "the job's end")
+    logs = api.client.get(f"/v1/jobs/{job_id}/logs", headers=api.as_("alice")).text
+    assert api.status(job_id) == "succeeded", logs
+    alice = api.runtime.config.users["alice"].uid
+    # busybox's sh: the image's /bin, not the host's
+    assert logs == f"in {job_id} as {alice} with sh=busybox\n"
