@@ -12,6 +12,7 @@ import pytest
 from gpupool.backends.base import ContainerPolicy, ContainerSpec, JobSpec, Mount, PosixIdentity
 from gpupool.backends.errors import BackendRejected
 from gpupool.backends.local.container import (
+    MODE_AT,
     WRAPPER,
     check_image,
     container_name,
@@ -129,7 +130,16 @@ def test_container_command_line(case: Case) -> None:
         device_template=case.template,
         max_processes=4096,
     )
-    assert made.argv[:6] == ("/bin/sh", "-c", WRAPPER, "gpupool-container", "podman", made.name)
+    assert made.argv[:7] == (
+        "/bin/sh",
+        "-c",
+        WRAPPER,
+        "gpupool-container",
+        "podman",
+        made.name,
+        "start",
+    )
+    assert made.argv[MODE_AT] == "start"  # a runner started again sets attach there
     assert made.name == container_name("p1", "j-1.1") == "gpupool-p1-j-1.1"
     for run in case.want:
         assert _runs(made.argv, run), (run, made.argv)

@@ -321,6 +321,36 @@ def test_sigkill_of_the_server_mid_run_leaves_one_container_which_is_reattached(
     assert containers_of(spec.key) == []
 
 
+def test_a_runner_started_again_never_runs_a_removed_container_again(world: World) -> None:
+    spec = replace(
+        world.spec,
+        job_id=f"{world.spec.job_id}r",
+        command=("sh", "-c", COUNTING_JOB),
+        devices=((0,),),
+        gpus_per_node=1,
+    )
+    backend = make_backend(world.ctx)
+    handle = backend.submit(spec)
+    attempt = Path(handle.data["dir"])
+    deadline = time.monotonic() + WAIT_S
+    while b"line 1" not in _read(attempt / "output.log"):
+        assert time.monotonic() < deadline, "the job did not start"
+        time.sleep(0.05)
+    runner = read_json(attempt / "handle.json")
+    assert runner is not None
+    os.kill(int(runner["pid"]), signal.SIGKILL)
+    subprocess.run(
+        ["podman", "rm", "-f", f"gpupool-{POOL}-{spec.key}"], check=True, capture_output=True
+    )
+
+    status = wait(backend, handle)  # a new runner finds no container, and runs none
+
+    assert (status.state, status.exit_code) == (RunState.FAILED, 125), status
+    assert "is gone" in backend.logs(handle).data.decode()
+    assert (attempt / "work" / "starts").read_text() == "start\n"
+    assert containers_of(spec.key) == []
+
+
 def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()

@@ -93,6 +93,7 @@ _RUNTIME_ENV = (
 )
 _REATTACH_MAX = 3  # runners started again for one container attempt, at most
 _REATTACHED = "reattached"  # how many times, in the attempt dir
+_REATTACH_WAIT_S = 5.0  # for the runner started last to take over before another is started
 
 
 class LocalBackend:
@@ -281,7 +282,7 @@ class LocalBackend:
             "gid": None,
             "groups": [],
             "max_processes": None,
-            "container": {"binary": made.binary, "name": made.name},
+            "container": {"binary": made.binary, "name": made.name, "mode_at": container.MODE_AT},
         }
 
     def _environment(
@@ -399,6 +400,8 @@ class LocalBackend:
             count = 0
         if count >= _REATTACH_MAX:
             return False
+        if count and self._clock() - count_file.stat().st_mtime < _REATTACH_WAIT_S:
+            return True  # the runner started last is still coming up
         write_atomic(count_file, f"{count + 1}\n".encode())
         try:
             self._launcher(attempt)

@@ -37,18 +37,24 @@ _NAME_OK = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 # NVIDIA's control devices: a CUDA process needs them besides its GPUs' own files.
 CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 
-# $1: the runtime, $2: the container's name, the rest: the arguments of `run -d`. Errors of the
-# runtime reach the job's log (stderr is the log pipe too); 125 is the runtimes' own code for
-# "the container could not be run".
+# $1: the runtime, $2: the container's name, $3: start or attach, the rest: the arguments of
+# `run -d`. Errors of the runtime reach the job's log (stderr is the log pipe too); 125 is the
+# runtimes' own code for "the container could not be run". attach (a runner started again
+# after its first died) never runs a container: a missing one means it was removed.
 WRAPPER = """\
-rt=$1; name=$2; shift 2
+rt=$1; name=$2; mode=$3; shift 3
 if ! "$rt" container inspect --format '{{.Id}}' "$name" >/dev/null 2>&1; then
+    if [ "$mode" = attach ]; then
+        echo "gpupool: container $name is gone" >&2
+        exit 125
+    fi
     "$rt" run -d --name "$name" "$@" >/dev/null || exit 125
 fi
 "$rt" logs -f "$name" 2>&1
 code=$("$rt" wait "$name") || exit 125
 exit "$code"
 """
+MODE_AT = 6  # where start|attach is in the wrapper's argv
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +149,7 @@ def plan(
     argv0, *rest = spec.command
     args += ["--entrypoint", argv0, spec.image, *rest]
     return ContainerPlan(
-        argv=("/bin/sh", "-c", WRAPPER, "gpupool-container", binary, name, *args),
+        argv=("/bin/sh", "-c", WRAPPER, "gpupool-container", binary, name, "start", *args),
         binary=binary,
         name=name,
         env=inside,

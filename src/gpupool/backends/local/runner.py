@@ -308,7 +308,7 @@ class Tree:
     leader's status."""
 
     def __init__(
-        self, cgroup: contain.Cgroup | None, container: dict[str, str] | None = None
+        self, cgroup: contain.Cgroup | None, container: dict[str, Any] | None = None
     ) -> None:
         self.cgroup = cgroup
         self.container = container  # {binary, name}: the job is that container
@@ -353,7 +353,8 @@ class Tree:
     def remove(self) -> None:
         """Kill what is left and remove the cgroup (idempotent); a container job's container
         is removed first."""
-        if self.container is not None and not remove_container(**self.container):
+        found = self.container
+        if found is not None and not remove_container(found["binary"], found["name"]):
             print(f"runner: cannot remove container {self.container['name']}", file=sys.stderr)
         done = self.kill_all()
         if not done:
@@ -462,14 +463,20 @@ class Runner:
         if spec is None:
             return {"exit_code": None, "reason": "runner_error", "message": "spec.json missing"}
         # A job started by an earlier runner (that died) is a container to re-attach to.
-        reattach = tree.container is not None and (self.dir / JOB).exists()
+        container = tree.container
+        reattach = container is not None and (self.dir / JOB).exists()
         if self._cancel_requested() and not reattach:
             return {"exit_code": None, "reason": "cancelled", "message": "cancelled before start"}
         read_fd, write_fd = os.pipe()
         with contextlib.suppress(OSError):  # fewer wake-ups for a chatty job; best effort
             fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
         limit = spec.get("max_log_bytes")
-        skip = _log_size(self.dir / OUTPUT) if reattach else 0
+        skip = 0
+        if reattach and container is not None:
+            # The wrapper (container.py) then only follows the container, never runs one.
+            spec = {**spec, "argv": [*spec["argv"]]}
+            spec["argv"][int(container.get("mode_at", 6))] = "attach"
+            skip = _log_size(self.dir / OUTPUT)
         pump = LogPump(read_fd, self.dir / OUTPUT, int(limit) if limit else None, skip)
         try:
             try:
