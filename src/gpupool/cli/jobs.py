@@ -358,6 +358,7 @@ def job_summary(job: Job) -> Table:
         "backend": job.backend,
         "resources": output.gpus_label(job),
         "command": " ".join(job.command),
+        **({"image": job.image} if job.image else {}),
         "pool": job.pool,
         "attempt": job.attempt,
         "submitted": output.timestamp(job.submitted_at),
