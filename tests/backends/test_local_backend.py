@@ -279,7 +279,10 @@ class RejectCase:
     "case",
     [
         pytest.param(RejectCase({"nodes": 2}, "single-node"), id="more than one node"),
-        pytest.param(RejectCase({"image": "pytorch:2"}, "cannot run the image"), id="an image"),
+        pytest.param(
+            RejectCase({"image": "pytorch:2"}, "runs no images"),
+            id="an image on a pool without a runtime",
+        ),
         pytest.param(RejectCase({"command": ()}, "no command"), id="no command"),
         pytest.param(RejectCase({"pool": "other-pool"}, "is for pool"), id="another pool"),
         pytest.param(RejectCase({"job_id": "../x"}, "directory"), id="unsafe key"),

@@ -17,7 +17,15 @@ from typing import Any
 
 import pytest
 
-from gpupool.backends.base import AdapterContext, JobHandle, JobSpec, RunState
+from gpupool.backends.base import (
+    AdapterContext,
+    ContainerPolicy,
+    ContainerSpec,
+    JobHandle,
+    JobSpec,
+    Mount,
+    RunState,
+)
 from gpupool.backends.errors import (
     BackendError,
     BackendMisconfigured,
@@ -210,7 +218,9 @@ def test_an_id_taken_by_someone_else_is_rejected(rig: Rig) -> None:
     [
         pytest.param({"nodes": 2}, "single-node", id="multi-node gangs"),
         pytest.param({"command": ()}, "no command", id="no command"),
-        pytest.param({"image": "pytorch:2"}, "image", id="container image"),
+        pytest.param(
+            {"image": "pytorch:2"}, "runs no images", id="an image on a pool without a runtime"
+        ),
         pytest.param({"max_runtime_s": 0}, "max_runtime_s", id="zero max runtime"),
         pytest.param({"pool": "other"}, "pool", id="another pool's job"),
         pytest.param({"job_id": "../x"}, "submission id", id="unsafe key"),
@@ -219,6 +229,90 @@ def test_an_id_taken_by_someone_else_is_rejected(rig: Rig) -> None:
 def test_specs_ray_cannot_run_are_rejected(rig: Rig, overrides: dict[str, Any], match: str) -> None:
     with pytest.raises(BackendRejected, match=match):
         rig.backend.submit(spec(**overrides))
+    assert rig.client.requests == []
+
+
+# -- images ----------------------------------------------------------------------------------
+
+IMAGE = "ghcr.io/acme/ray:2.60"
+
+
+def image_rig(tmp_path: Path, **options: Any) -> Rig:
+    rig = make_rig(tmp_path, working_dir_root=str(tmp_path / "ray-tmp" / "gpupool"), **options)
+    ctx = replace(
+        rig.backend.ctx,
+        container=ContainerPolicy(runtime="podman", allowed_images=("ghcr.io/acme/*",)),
+        options={**rig.backend.ctx.options, "ray_temp_dir": str(tmp_path / "ray-tmp")},
+    )
+    rig.backend = RayBackend(ctx, client_factory=lambda *a: rig.client, environ={})
+    return rig
+
+
+def test_an_image_goes_to_the_jobs_runtime_env_as_image_uri(tmp_path: Path) -> None:
+    rig = image_rig(tmp_path)
+    rig.backend.submit(spec(image=IMAGE, env={"MY": "1"}))
+    (request,) = rig.client.requests
+    runtime_env = request["runtime_env"]
+    assert runtime_env["image_uri"] == IMAGE
+    assert runtime_env["env_vars"]["MY"] == "1"
+    assert runtime_env["env_vars"]["GPUPOOL_JOB_ID"] == "j"
+    assert set(runtime_env) == {"image_uri", "env_vars"}  # image_uri takes nothing else
+
+
+@dataclass(frozen=True)
+class ImageRefusal:
+    overrides: dict[str, Any]
+    match: str
+    ray_temp_dir: str | None = None
+
+
+IMAGE_REFUSALS = [
+    pytest.param(
+        ImageRefusal({"image": "docker.io/evil:1"}, "allowed_images"), id="image not allowed"
+    ),
+    pytest.param(
+        ImageRefusal(
+            {"image": IMAGE, "container": ContainerSpec(mounts=(Mount("shared/x", "/x"),))},
+            "takes no container.mounts",
+        ),
+        id="mounts",
+    ),
+    pytest.param(
+        ImageRefusal(
+            {"image": IMAGE, "container": ContainerSpec(pull_secret="acme", shm_size_gb=2)},
+            "takes no container.shm_size_gb, image_pull_secret",
+        ),
+        id="shared memory and a pull secret",
+    ),
+    pytest.param(
+        ImageRefusal({"image": IMAGE}, "outside Ray's temp dir", ray_temp_dir="/nowhere"),
+        id="work dirs Ray does not mount",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", IMAGE_REFUSALS)
+def test_what_ray_image_uri_cannot_give_is_refused(tmp_path: Path, case: ImageRefusal) -> None:
+    rig = image_rig(tmp_path)
+    if case.ray_temp_dir is not None:
+        ctx = replace(
+            rig.backend.ctx, options={**rig.backend.ctx.options, "ray_temp_dir": case.ray_temp_dir}
+        )
+        rig.backend = RayBackend(ctx, client_factory=lambda *a: rig.client, environ={})
+    with pytest.raises(BackendRejected, match=case.match):
+        rig.backend.submit(spec(**case.overrides))
+    assert rig.client.requests == []
+
+
+def test_a_ray_without_image_uri_refuses_images_naming_its_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ray.runtime_env import RuntimeEnv
+
+    monkeypatch.setattr(RuntimeEnv, "known_fields", RuntimeEnv.known_fields - {"image_uri"})
+    rig = image_rig(tmp_path)
+    with pytest.raises(BackendRejected, match=r"Ray 2\.\d+.* cannot run jobs from an image"):
+        rig.backend.submit(spec(image=IMAGE))
     assert rig.client.requests == []
 
 

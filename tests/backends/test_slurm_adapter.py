@@ -215,7 +215,9 @@ def test_a_refused_submission_is_rejected_and_can_be_retried(env: Env) -> None:
     ("overrides", "match"),
     [
         pytest.param({"pool": "other"}, "pool", id="another pool's job"),
-        pytest.param({"image": "pytorch:2"}, "image", id="an image"),
+        pytest.param(
+            {"image": "pytorch:2"}, "runs no images", id="an image on a pool without a runtime"
+        ),
         pytest.param({"command": ()}, "no command", id="no command"),
         pytest.param({"env": {"A-B": "1"}}, "not valid in a shell", id="a bad variable name"),
         pytest.param({"max_runtime_s": 0}, "positive", id="zero max runtime"),

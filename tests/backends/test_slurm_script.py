@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from gpupool.backends.base import JobSpec
+from gpupool.backends.slurm.container import ContainerScript
 from gpupool.backends.slurm.script import ScriptOptions, render_batch_script, time_limit_minutes
 
 GOLDEN = Path(__file__).parent / "testdata" / "slurm"
@@ -55,6 +56,27 @@ def render(case: Case) -> str:
     return render_batch_script(spec, env, opts)
 
 
+DIR = "/srv/gpupool/slurm/pool-t4/j-42.1"
+
+
+def container(runtime: str, **overrides: Any) -> ContainerScript:
+    values: dict[str, Any] = {
+        "runtime": runtime,
+        "image": "ghcr.io/acme/train:1.4",
+        "name": "gpupool-j-42.1",
+        "workdir": f"{DIR}/work",
+        "home": "/srv/storage/team-a/home/alice",
+        "mounts": (
+            (f"{DIR}/work", f"{DIR}/work", False),
+            ("/srv/storage/team-a/shared", "/srv/storage/team-a/shared", False),
+            ("/srv/storage/team-a/shared/imagenet", "/data", True),
+        ),
+        "env_names": ("GPUPOOL_JOB_ID",),
+        **overrides,
+    }
+    return ContainerScript(**values)
+
+
 CASES = [
     pytest.param(
         Case(
@@ -67,6 +89,38 @@ CASES = [
     pytest.param(
         Case("batch_gang_no_gpus.sh", {"nodes": 2, "gpus_per_node": 0, "attempt": 3}),
         id="a 2-node gang without GPUs runs under srun",
+    ),
+    pytest.param(
+        Case(
+            "batch_image_pyxis.sh",
+            {"image": "ghcr.io/acme/train:1.4", "max_runtime_s": 600},
+            {"container": container("pyxis", read_only_root=True, network=True)},
+        ),
+        id="pyxis: srun --container-image on one node, read-only root",
+    ),
+    pytest.param(
+        Case(
+            "batch_image_podman.sh",
+            {"image": "ghcr.io/acme/train:1.4"},
+            {"container": container("podman", shm_size_gb=8, authfile="/etc/gpupool/acme.json")},
+        ),
+        id="podman in the allocation: the job's GPU device files, no network, pull secret",
+    ),
+    pytest.param(
+        Case(
+            "batch_image_podman_cdi.sh",
+            {"image": "ghcr.io/acme/train:1.4"},
+            {"container": container("podman", gpu_mode="cdi", network=True)},
+        ),
+        id="podman with CDI names and the network allowed",
+    ),
+    pytest.param(
+        Case(
+            "batch_image_apptainer_gang.sh",
+            {"image": "ghcr.io/acme/train:1.4", "nodes": 2},
+            {"container": container("apptainer")},
+        ),
+        id="apptainer on each node of a 2-node gang",
     ),
 ]
 

@@ -33,6 +33,41 @@ class PosixIdentity:
     groups: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """A user's mount: ``source`` is a path in the team's storage (``shared/...`` or
+    ``home/<user>/...``, checked at submit), ``target`` an absolute path in the container."""
+
+    source: str
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSpec:
+    """How the attempt's image is run (with ``JobSpec.image``); the pool's side of it
+    (runtime, network, storage mounts, credentials) is :class:`ContainerPolicy`."""
+
+    pull_secret: str | None = None  # a name of ContainerPolicy.pull_secrets
+    mounts: tuple[Mount, ...] = ()
+    shm_size_gb: float | None = None
+    read_only_root: bool = False
+
+
+@dataclass(frozen=True)
+class ContainerPolicy:
+    """One pool's container settings (spec.models.Pool): ``runtime`` is None on a pool that
+    runs no images; ``team_roots`` maps each team with a local storage root to its directory
+    (where ``shared/`` and ``home/<user>/`` are mounted from)."""
+
+    runtime: str | None = None
+    allowed_images: tuple[str, ...] = ()
+    network: bool = False
+    mount_storage: bool = True
+    pull_secrets: Mapping[str, str] = field(default_factory=dict)
+    team_roots: Mapping[str, str] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """What a backend needs to run one attempt. ``env`` holds the user's variables only;
@@ -66,6 +101,8 @@ class JobSpec:
     # Seconds of work between the job's own checkpoints (None: it declared none); the job
     # reads it as GPUPOOL_CHECKPOINT_INTERVAL_S.
     checkpoint_interval_s: int | None = None
+    # With ``image``: mounts, /dev/shm size, read-only root and the pull secret's name.
+    container: ContainerSpec | None = None
 
     @property
     def key(self) -> str:
@@ -148,6 +185,7 @@ class AdapterContext:
     state_dir: Path = Path(".gpupool")
     nodes: int = 1
     gpus_per_node: int = 0
+    container: ContainerPolicy = ContainerPolicy()
 
 
 @dataclass(frozen=True, slots=True)

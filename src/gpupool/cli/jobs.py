@@ -102,6 +102,16 @@ def submit(
     idempotency_key: Annotated[
         str | None, typer.Option(help="Retrying with the same key returns the same job.")
     ] = None,
+    image: Annotated[
+        str | None,
+        typer.Option(
+            help="Run the command in this OCI image, e.g. ghcr.io/acme/train:1.4 (the pool "
+            "must allow it); mounts and /dev/shm go in a job file's container: section.",
+        ),
+    ] = None,
+    image_pull_secret: Annotated[
+        str | None, typer.Option(help="Name of the pool's registry credentials for the image.")
+    ] = None,
     array: Annotated[
         str | None,
         typer.Option(
@@ -158,6 +168,8 @@ def submit(
             inputs=input_,
             outputs=output_,
             idempotency_key=idempotency_key,
+            image=image,
+            image_pull_secret=image_pull_secret,
         )
     _print_submitted(job, as_json, quiet)
 
@@ -346,6 +358,7 @@ def job_summary(job: Job) -> Table:
         "backend": job.backend,
         "resources": output.gpus_label(job),
         "command": " ".join(job.command),
+        **({"image": job.image} if job.image else {}),
         "pool": job.pool,
         "attempt": job.attempt,
         "submitted": output.timestamp(job.submitted_at),

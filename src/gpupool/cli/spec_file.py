@@ -2,9 +2,10 @@
 
 The file holds the same fields as ``POST /v1/jobs`` (``name``, ``team``, ``command``,
 ``resources: {gpus, gpu_types, nodes, cpus, memory_gb}``, ``priority_class``, ``kind``,
-``backend``, ``env``, ``inputs``, ``outputs``, ``max_runtime_s``, ...), plus ``array`` for a
-job array. Flags given on the command line override the file's fields; the rest of the
-checking is the server's, whose 422 names any field it refuses.
+``backend``, ``env``, ``inputs``, ``outputs``, ``max_runtime_s``, ``image``,
+``image_pull_secret``, ``container: {mounts, shm_size_gb, read_only_root}``, ...), plus
+``array`` for a job array. Flags given on the command line override the file's fields; the
+rest of the checking is the server's, whose 422 names any field it refuses.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ FLAG_FIELDS = {
     "array": "array",
     "input_": "inputs",
     "output_": "outputs",
+    "image": "image",
+    "image_pull_secret": "image_pull_secret",
 }
 RESOURCE_FLAGS = {
     "gpus": "gpus",

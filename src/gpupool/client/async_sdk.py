@@ -87,6 +87,9 @@ class AsyncClient:
         inputs: list[str] | None = None,
         outputs: list[str] | None = None,
         checkpoint_interval_s: int | None = None,
+        image: str | None = None,
+        image_pull_secret: str | None = None,
+        container: dict[str, Any] | None = None,
     ) -> Job:
         """See ``Client.submit``."""
         body = wire.submit_body(
@@ -106,6 +109,9 @@ class AsyncClient:
             outputs=outputs,
             max_runtime_s=max_runtime_s,
             checkpoint_interval_s=checkpoint_interval_s,
+            image=image,
+            image_pull_secret=image_pull_secret,
+            container=container,
         )
         headers = wire.submit_headers(idempotency_key)
         answer = await self._request("POST", f"{wire.API}/jobs", json=body, headers=headers)

@@ -69,6 +69,18 @@ class Attempt(ReadModel):
     message: str = ""
 
 
+class Mount(ReadModel):
+    source: str
+    target: str
+    read_only: bool = False
+
+
+class Container(ReadModel):
+    mounts: list[Mount] = Field(default_factory=list)
+    shm_size_gb: float | None = None
+    read_only_root: bool = False
+
+
 class Job(ReadModel):
     id: str
     name: str = ""
@@ -85,6 +97,9 @@ class Job(ReadModel):
     resources: Resources = Resources()
     max_runtime_s: int | None = None
     checkpoint_interval_s: int | None = None
+    image: str | None = None
+    image_pull_secret: str | None = None
+    container: Container | None = None
     inputs: list[str] = Field(default_factory=list)
     outputs: list[str] = Field(default_factory=list)
     submitted_at: datetime | None = None

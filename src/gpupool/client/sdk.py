@@ -106,10 +106,16 @@ class Client:
         inputs: list[str] | None = None,
         outputs: list[str] | None = None,
         checkpoint_interval_s: int | None = None,
+        image: str | None = None,
+        image_pull_secret: str | None = None,
+        container: dict[str, Any] | None = None,
     ) -> Job:
         """Submit a job. ``gpus`` is per node; ``gpu_types`` is an ordered preference.
 
         With the same ``idempotency_key`` a retry returns the job created the first time.
+        ``image`` runs the command in that OCI image (the pool must allow it), with
+        ``container`` = ``{"mounts": [{"source", "target", "read_only"}], "shm_size_gb",
+        "read_only_root"}`` and ``image_pull_secret`` naming the pool's registry credentials.
         """
         body = wire.submit_body(
             command,
@@ -128,6 +134,9 @@ class Client:
             outputs=outputs,
             max_runtime_s=max_runtime_s,
             checkpoint_interval_s=checkpoint_interval_s,
+            image=image,
+            image_pull_secret=image_pull_secret,
+            container=container,
         )
         headers = wire.submit_headers(idempotency_key)
         return Job.model_validate(

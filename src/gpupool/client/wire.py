@@ -53,6 +53,9 @@ SUBMIT_DEFAULTS: dict[str, Any] = {
     "outputs": None,
     "max_runtime_s": None,
     "checkpoint_interval_s": None,
+    "image": None,
+    "image_pull_secret": None,
+    "container": None,
 }
 
 
@@ -93,6 +96,9 @@ def submit_body(
     outputs: list[str] | None,
     max_runtime_s: int | None,
     checkpoint_interval_s: int | None = None,
+    image: str | None = None,
+    image_pull_secret: str | None = None,
+    container: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     if isinstance(command, str):
         # A bare string would be sent as one argv element and fail on the node; say so now.
@@ -120,6 +126,9 @@ def submit_body(
             "outputs": list(outputs) if outputs else None,
             "max_runtime_s": max_runtime_s,
             "checkpoint_interval_s": checkpoint_interval_s,
+            "image": image,
+            "image_pull_secret": image_pull_secret,
+            "container": dict(container) if container else None,
         }
     )
 

@@ -40,11 +40,14 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from gpupool.auth.posix import PosixId
 from gpupool.backends.base import (
+    ContainerSpec,
     JobHandle,
     JobSpec,
+    Mount,
     PoolCapacity,
     PosixIdentity,
 )
@@ -641,4 +644,21 @@ def job_spec(
         array_id=job.array_id,
         array_index=job.array_index,
         checkpoint_interval_s=job.checkpoint_interval_s,
+        image=job.container["image"] if job.container else None,
+        container=container_spec(job.container),
+    )
+
+
+def container_spec(record: dict[str, Any] | None) -> ContainerSpec | None:
+    """The backend's view of a job's stored container record (``JobRow.container``)."""
+    if not record:
+        return None
+    return ContainerSpec(
+        pull_secret=record.get("pull_secret"),
+        mounts=tuple(
+            Mount(str(m["source"]), str(m["target"]), bool(m.get("read_only")))
+            for m in record.get("mounts") or ()
+        ),
+        shm_size_gb=record.get("shm_size_gb"),
+        read_only_root=bool(record.get("read_only_root")),
     )

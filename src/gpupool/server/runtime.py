@@ -16,7 +16,7 @@ from gpupool.auth.directory import Directory
 from gpupool.auth.identity import Authenticator
 from gpupool.auth.oidc import OidcValidator
 from gpupool.auth.posix import PosixId
-from gpupool.backends.base import AdapterContext
+from gpupool.backends.base import AdapterContext, ContainerPolicy
 from gpupool.backends.registry import PoolBackend, Registry
 from gpupool.config import Settings
 from gpupool.controller.clock import Clock, SystemClock
@@ -26,6 +26,7 @@ from gpupool.controller.loop import Controller
 from gpupool.core.errors import ConfigInvalid
 from gpupool.data.grants.issuer import GrantIssuer
 from gpupool.data.grants.local import KEY_FILE, Signer, signing_key
+from gpupool.data.roots import LocalRoot, team_root
 from gpupool.data.storage import ensure_team_layouts
 from gpupool.server.live_config import LiveConfig
 from gpupool.server.services.artifacts import ArtifactService
@@ -37,7 +38,7 @@ from gpupool.server.services.teams import TeamService
 from gpupool.server.services.tokens import TokenService
 from gpupool.server.services.usage import UsageService
 from gpupool.server.webhooks import WebhookWorker
-from gpupool.spec.models import ClusterConfig
+from gpupool.spec.models import ClusterConfig, Pool
 from gpupool.state import identities
 from gpupool.state.db import Engine, SessionFactory, Sessions, make_engine, session_factory
 from gpupool.state.schema import ensure_schema
@@ -133,7 +134,11 @@ class Runtime:
         self.engine.dispose()
 
 
-def pool_bindings(config: ClusterConfig, state_dir: Path) -> dict[str, PoolBackend]:
+def pool_bindings(
+    config: ClusterConfig, state_dir: Path, home: Path | None = None
+) -> dict[str, PoolBackend]:
+    """Each pool's backend and adapter context; ``home`` (GPUPOOL_HOME) locates the teams'
+    default storage, which pools that run images mount into containers."""
     return {
         pool.name: PoolBackend(
             backend=pool.backend,
@@ -144,10 +149,33 @@ def pool_bindings(config: ClusterConfig, state_dir: Path) -> dict[str, PoolBacke
                 state_dir=state_dir,
                 nodes=pool.nodes,
                 gpus_per_node=pool.node.gpus,
+                container=container_policy(config, pool, home),
             ),
         )
         for pool in config.pools
     }
+
+
+def container_policy(config: ClusterConfig, pool: Pool, home: Path | None) -> ContainerPolicy:
+    """The pool's container settings, with each team's local storage root (none on a pool that
+    runs no images, mounts no storage, or where the root is a blob container or bucket)."""
+    roots: dict[str, str] = {}
+    if pool.container_runtime is not None and pool.containers.mount_storage and home is not None:
+        for team in config.teams:
+            try:
+                root = team_root(config.storage, team, home)
+            except ValueError:
+                continue  # reported by the configuration checks
+            if isinstance(root, LocalRoot):
+                roots[team] = str(root.path.absolute())
+    return ContainerPolicy(
+        runtime=pool.container_runtime,
+        allowed_images=tuple(pool.allowed_images),
+        network=pool.containers.network,
+        mount_storage=pool.containers.mount_storage,
+        pull_secrets=dict(pool.containers.pull_secrets),
+        team_roots=roots,
+    )
 
 
 def prepare_storage(config: ClusterConfig, settings: Settings) -> None:
@@ -203,7 +231,7 @@ def build_runtime(settings: Settings, config: ClusterConfig, clock: Clock | None
     retired: dict[str, PoolBackend] = {}  # removed pools: still reachable to end their jobs
     registry = Registry(
         lambda name: (
-            pool_bindings(runtime.current_config(), settings.state_dir).get(name)
+            pool_bindings(runtime.current_config(), settings.state_dir, settings.home).get(name)
             or retired.get(name)
         )
     )
@@ -224,8 +252,8 @@ def build_runtime(settings: Settings, config: ClusterConfig, clock: Clock | None
     assert live is not None  # made by Runtime when not given
 
     def rebind(old: ClusterConfig, new: ClusterConfig) -> None:
-        before = pool_bindings(old, settings.state_dir)
-        after = pool_bindings(new, settings.state_dir)
+        before = pool_bindings(old, settings.state_dir, settings.home)
+        after = pool_bindings(new, settings.state_dir, settings.home)
         for name, binding in before.items():
             if name not in after:
                 retired[name] = binding  # its running jobs are still polled and cancelled

@@ -55,6 +55,26 @@ class ResourcesIn(_Write):
     memory_gb: float = Field(default=1.0, gt=0, le=16384)
 
 
+class MountIn(_Write):
+    source: str = Field(
+        min_length=1,
+        max_length=1024,
+        description="A path in the team's storage: shared/... or home/<you>/...",
+    )
+    target: str = Field(
+        min_length=2, max_length=1024, pattern=r"^/", description="Absolute path in the container"
+    )
+    read_only: bool = False
+
+
+class ContainerIn(_Write):
+    """How a job's container is set up (only with ``image``)."""
+
+    mounts: list[MountIn] = Field(default_factory=list, max_length=32)
+    shm_size_gb: float | None = Field(default=None, gt=0, le=1024, description="/dev/shm size")
+    read_only_root: bool = Field(default=False, description="Mount the image's files read-only")
+
+
 class JobSubmit(_Write):
     name: str | None = Field(default=None, max_length=200)
     team: str | None = None
@@ -75,6 +95,19 @@ class JobSubmit(_Write):
         "GPUPOOL_CHECKPOINT_INTERVAL_S); a preempted attempt resumes from the last one",
     )
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+    image: str | None = Field(
+        default=None,
+        max_length=512,
+        description="OCI image to run the command in, e.g. ghcr.io/acme/train:1.4; the pool "
+        "must allow it (allowed_images)",
+    )
+    image_pull_secret: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="Name of the pool's registry credentials to pull the image with",
+    )
+    container: ContainerIn | None = None
 
 
 class ArraySubmit(JobSubmit):
@@ -85,6 +118,18 @@ class ArraySubmit(JobSubmit):
         max_length=1000,
         description="Task indices, Slurm-like: 0-999, 0-9:2 (step) or 1,3,5",
     )
+
+
+class MountOut(BaseModel):
+    source: str
+    target: str
+    read_only: bool = False
+
+
+class ContainerOut(BaseModel):
+    mounts: list[MountOut] = Field(default_factory=list)
+    shm_size_gb: float | None = None
+    read_only_root: bool = False
 
 
 class ResourcesOut(BaseModel):
@@ -148,6 +193,9 @@ class JobOut(BaseModel):
     # Tasks of a job array: the array's id and this task's index (its id: <array_id>_<index>).
     array_id: str | None = None
     array_index: int | None = None
+    image: str | None = None
+    image_pull_secret: str | None = None
+    container: ContainerOut | None = None
 
 
 class JobPage(BaseModel):

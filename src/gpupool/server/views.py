@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpupool.core.jobs import shown_status
-from gpupool.server.schemas import AttemptOut, GrantOut, JobOut, ResourcesOut
+from gpupool.server.schemas import AttemptOut, ContainerOut, GrantOut, JobOut, ResourcesOut
 from gpupool.state.models import AttemptRow, JobRow
 
 
@@ -66,4 +66,7 @@ def job_out(row: JobRow, attempts: Sequence[AttemptRow] | None = None) -> JobOut
         attempts=None if attempts is None else [attempt_out(a) for a in attempts],
         array_id=row.array_id,
         array_index=row.array_index,
+        image=row.container["image"] if row.container else None,
+        image_pull_secret=row.container.get("pull_secret") if row.container else None,
+        container=ContainerOut.model_validate(row.container) if row.container else None,
     )

@@ -429,6 +429,57 @@ def check_webhooks(config: ClusterConfig) -> Iterator[Finding]:
         seen.add(hook.name)
 
 
+# Which runtimes each backend can run images with (docs/containers.md).
+RUNTIMES_BY_BACKEND: dict[str, tuple[str, ...]] = {
+    "local": ("podman", "docker"),
+    "slurm": ("pyxis", "podman", "apptainer"),
+    "ray": ("podman",),
+}
+
+
+def check_containers(config: ClusterConfig) -> Iterator[Finding]:
+    """A pool's container runtime fits its backend, and images are allowed only with one."""
+    for i, pool in enumerate(config.pools):
+        runtime = pool.container_runtime
+        fits = RUNTIMES_BY_BACKEND.get(pool.backend, ())
+        if runtime is not None and runtime not in fits:
+            yield Finding(
+                ("pools", i, "container_runtime"),
+                f"{pool.backend} pools cannot run images with {runtime}",
+                f"use one of: {', '.join(fits)}" if fits else "remove container_runtime",
+            )
+        if runtime is None and pool.allowed_images:
+            yield Finding(
+                ("pools", i, "allowed_images"),
+                f"pool {pool.name!r} allows images but has no container_runtime to run them",
+                f"set container_runtime ({', '.join(fits) or 'none fits this backend'}), "
+                "or remove allowed_images",
+            )
+        shares_network = runtime in fits and pool.backend in ("slurm", "ray")
+        shares_network = shares_network and (runtime == "pyxis" or pool.backend == "ray")
+        if shares_network and not pool.containers.network:
+            yield Finding(
+                ("pools", i, "containers"),
+                f"{'enroot (pyxis)' if runtime == 'pyxis' else 'Ray'} containers share the "
+                f"node's network: pool {pool.name!r} cannot run images without it",
+                "set containers: {network: true} to accept that, or use podman on a local "
+                "or slurm pool",
+            )
+        if runtime == "pyxis" and pool.containers.pull_secrets:
+            yield Finding(
+                ("pools", i, "containers", "pull_secrets"),
+                "pyxis pulls with enroot's own credentials file on the nodes, not per job",
+                "remove pull_secrets and configure enroot's credentials on the nodes",
+            )
+        for j, pattern in enumerate(pool.allowed_images):
+            if not pattern.strip() or any(c.isspace() for c in pattern):
+                yield Finding(
+                    ("pools", i, "allowed_images", j),
+                    f"image pattern {pattern!r} is empty or contains whitespace",
+                    "write a glob of image references, e.g. ghcr.io/acme/*",
+                )
+
+
 CHECKS: tuple[Check, ...] = (
     check_names,
     check_pools,
@@ -441,4 +492,5 @@ CHECKS: tuple[Check, ...] = (
     check_accounting,
     check_budgets,
     check_webhooks,
+    check_containers,
 )

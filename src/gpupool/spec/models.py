@@ -52,6 +52,29 @@ class Autoscale(_Strict):
     )
 
 
+CONTAINER_RUNTIMES = ("podman", "docker", "pyxis", "apptainer")
+
+
+class PoolContainers(_Strict):
+    """What jobs run from an image may do on a pool (docs/containers.md)."""
+
+    network: bool = Field(
+        default=False, description="Give containers the host's network; default: none at all."
+    )
+    mount_storage: bool = Field(
+        default=True,
+        description="Mount the team's shared/ and the user's home/<user>/ (local storage roots).",
+    )
+    pull_secrets: dict[str, str] = Field(
+        default_factory=dict,
+        description="Registry credentials jobs may name as image_pull_secret: name -> path of "
+        "an auth file (containers-auth.json format) readable by the runtime on the nodes.",
+    )
+    max_shm_size_gb: float = Field(
+        default=64, gt=0, description="The largest container.shm_size_gb a job may ask for."
+    )
+
+
 class Pool(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     backend: Literal["local", "slurm", "ray", "kubernetes", "azure-batch", "azure-ml"]
@@ -71,6 +94,17 @@ class Pool(_Strict):
         description="grant: each attempt gets short-lived URLs scoped to its inputs and "
         "outputs (docs/architecture.md §8); pool-identity: the legacy mode, the pool's own access.",
     )
+    container_runtime: Literal["podman", "docker", "pyxis", "apptainer"] | None = Field(
+        default=None,
+        description="What runs jobs that name an image (local: podman, docker; slurm: pyxis, "
+        "podman, apptainer; ray: podman); unset: the pool runs no images.",
+    )
+    allowed_images: list[str] = Field(
+        default_factory=list,
+        description="Glob patterns of the image references jobs may run here, e.g. "
+        "ghcr.io/acme/*; any other image is refused at submit.",
+    )
+    containers: PoolContainers = PoolContainers()
 
 
 class Storage(_Strict):

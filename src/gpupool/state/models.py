@@ -100,6 +100,9 @@ class JobRow(Base):
     # Set on the tasks of a job array (``core.arrays``): the array's id and the task's index.
     array_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
     array_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # A job run from an image: {image, pull_secret, mounts, shm_size_gb, read_only_root}
+    # (server.services.image_checks); None: the command runs on the node as it is.
+    container: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
     @validates("message")
     def _redact_message(self, _: str, value: str) -> str:

@@ -80,6 +80,17 @@ def test_job_detail_shows_attempts(api: FakeApi, runner: CliRunner) -> None:
     assert "0,1" in result.stdout
 
 
+def test_job_detail_shows_the_image_of_a_job_that_has_one(api: FakeApi, runner: CliRunner) -> None:
+    api.add("GET", "/v1/jobs/j-1", json=job_json(id="j-1", image="ghcr.io/acme/train:1.4"))
+    api.add("GET", "/v1/jobs/j-2", json=job_json(id="j-2"))
+
+    with_image = runner.invoke(app, ["job", "j-1"])
+    without = runner.invoke(app, ["job", "j-2"])
+
+    assert "ghcr.io/acme/train:1.4" in with_image.stdout
+    assert "image" not in without.stdout
+
+
 def test_cancel(api: FakeApi, runner: CliRunner) -> None:
     api.add("POST", "/v1/jobs/j-1/cancel", json=job_json(id="j-1", status="cancelled"))
 

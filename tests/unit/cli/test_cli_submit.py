@@ -35,6 +35,8 @@ def test_submit_maps_every_flag(api: FakeApi, runner: CliRunner) -> None:
             "--input", "home/alice/cfg.yaml",
             "--output", "home/alice/ckpt",
             "--idempotency-key", "retry-1",
+            "--image", "ghcr.io/acme/train:1.4",
+            "--image-pull-secret", "acme",
             "--",
             "python", "train.py", "--lr", "3e-4",
         ],
@@ -56,6 +58,8 @@ def test_submit_maps_every_flag(api: FakeApi, runner: CliRunner) -> None:
         "checkpoint_interval_s": 900,
         "inputs": ["shared/datasets/x", "home/alice/cfg.yaml"],
         "outputs": ["home/alice/ckpt"],
+        "image": "ghcr.io/acme/train:1.4",
+        "image_pull_secret": "acme",
     }
 
 

@@ -80,6 +80,8 @@ def test_submit_full_body_and_idempotency_header(api: FakeApi, client: Client) -
         backend="slurm",
         inputs=["shared/data"],
         outputs=["out/"],
+        image="ghcr.io/acme/train:1.4",
+        container={"shm_size_gb": 2},
     )
 
     assert api.last.method == "POST"
@@ -103,6 +105,8 @@ def test_submit_full_body_and_idempotency_header(api: FakeApi, client: Client) -
         "outputs": ["out/"],
         "max_runtime_s": 3600,
         "checkpoint_interval_s": 900,
+        "image": "ghcr.io/acme/train:1.4",
+        "container": {"shm_size_gb": 2},
     }
 
 

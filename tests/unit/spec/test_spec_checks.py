@@ -578,6 +578,64 @@ CASES = [
         ),
         id="ledger gap shorter than an accrual interval",
     ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: local
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        container_runtime: pyxis  # <-
+                        allowed_images: [localhost/*]
+                """
+            },
+            path="pools[0].container_runtime",
+            message="local pools cannot run images with pyxis",
+            hint="use one of: podman, docker",
+        ),
+        id="container runtime the backend cannot use",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: local
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        allowed_images: [localhost/*]  # <-
+                """
+            },
+            path="pools[0].allowed_images",
+            message="allows images but has no container_runtime",
+            hint="set container_runtime (podman, docker)",
+        ),
+        id="allowed images without a runtime",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: slurm
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        options: {partition: h100}
+                        container_runtime: pyxis
+                        allowed_images: [nvcr.io/nvidia/*]
+                        containers: {network: false}  # <-
+                """
+            },
+            path="pools[0].containers",
+            message="enroot (pyxis) containers share the node's network",
+            hint="set containers: {network: true}",
+        ),
+        id="pyxis without accepting the host network",
+    ),
 ]
 
 

@@ -44,7 +44,7 @@ from gpupool.backends.base import (
     contract_env,
 )
 from gpupool.backends.errors import BackendError, BackendMisconfigured, BackendRejected
-from gpupool.backends.local import contain
+from gpupool.backends.local import contain, container
 from gpupool.backends.local.errors import map_local_errors
 from gpupool.backends.local.gpus import GpuMapper, gpus_from_options
 from gpupool.backends.local.options import DEFAULT_PATH, LocalOptions
@@ -69,6 +69,7 @@ from gpupool.backends.local.runner import (
     WORK,
     events_file,
     read_json,
+    remove_container,
     write_atomic,
     write_json_atomic,
 )
@@ -80,6 +81,19 @@ _HANDLE_WAIT_FIRST_S = 0.001  # doubling up to the last: a forked runner answers
 _HANDLE_WAIT_MAX_S = 0.02
 _EVENTS_TICK_S = 0.005  # how often a waiting poll looks at the events file
 _EVENTS_MAX = 1 << 20
+# What the container runtime (run as root by the runner) may take from the server's
+# environment: its own configuration, nothing of the job's.
+_RUNTIME_ENV = (
+    "PATH",
+    "CONTAINERS_CONF",
+    "CONTAINERS_STORAGE_CONF",
+    "CONTAINERS_REGISTRIES_CONF",
+    "DOCKER_HOST",
+    "DOCKER_CONFIG",
+)
+_REATTACH_MAX = 3  # runners started again for one container attempt, at most
+_REATTACHED = "reattached"  # how many times, in the attempt dir
+_REATTACH_WAIT_S = 5.0  # for the runner started last to take over before another is started
 
 
 class LocalBackend:
@@ -158,9 +172,7 @@ class LocalBackend:
         if not spec.command:
             raise BackendRejected("the job has no command")
         if spec.image:
-            raise BackendRejected(
-                f"local pools run commands directly and cannot run the image {spec.image!r}"
-            )
+            container.check_image(spec, self.ctx.container, self.ctx.container.allowed_images)
         if not _SAFE_NAME.match(spec.key):
             raise BackendRejected(f"attempt key {spec.key!r} cannot be used as a directory")
         if spec.max_runtime_s is not None and spec.max_runtime_s <= 0:
@@ -210,9 +222,10 @@ class LocalBackend:
         if identity is not None:
             for path in (work, inputs, outputs):
                 os.chown(path, identity.uid, identity.gid)
+        env = self._environment(spec, work, inputs, outputs, identity)
         payload: dict[str, Any] = {
             "argv": list(spec.command),
-            "env": self._environment(spec, work, inputs, outputs, identity),
+            "env": env,
             "cwd": str(work),
             "max_runtime_s": spec.max_runtime_s,
             "max_runtime_grace_s": self.options.max_runtime_grace_s,
@@ -225,8 +238,52 @@ class LocalBackend:
             "max_log_bytes": self.options.max_log_bytes,
             "cgroups": self.options.cgroups,
         }
+        if spec.image:
+            payload.update(self._container_payload(spec, attempt, identity, env))
         # 0600: the user's env may hold secrets, and the file name is well known.
         write_json_atomic(attempt / SPEC, payload, mode=0o600)
+
+    def _container_payload(
+        self, spec: JobSpec, attempt: Path, identity: PosixIdentity | None, env: dict[str, str]
+    ) -> dict[str, Any]:
+        """The runner runs the container's wrapper as root (the runtime needs it; the job runs
+        as ``--user``), with no process limit of its own (the container has ``--pids-limit``)
+        and only the runtime's variables (the job's go through the env file)."""
+        policy = self.ctx.container
+        runtime = policy.runtime or "podman"
+        gpus = self._gpus.environment(spec.devices[0] if spec.devices else ())
+        host_gpus = [g for g in gpus.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+        template = self.options.gpu_device_files
+        if template is None and self.options.devices == "nvidia":
+            template = "/dev/nvidia{index}"
+        job_env = {k: v for k, v in env.items() if k not in self.options.inherit_env}
+        job_env.update({k: v for k, v in spec.env.items()})  # the user's PATH, LANG, if any
+        job_env.pop("CUDA_VISIBLE_DEVICES", None)
+        made = container.plan(
+            spec,
+            policy,
+            binary=self.options.container_binary or runtime,
+            attempt=attempt,
+            identity=identity,
+            env=job_env,
+            gpus=host_gpus,
+            gpu_mode=self.options.container_gpus,
+            device_template=template,
+            max_processes=self.options.max_processes,
+        )
+        write_atomic(attempt / container.ENV_FILE, container.env_file_text(made.env).encode())
+        runtime_env = {k: os.environ[k] for k in _RUNTIME_ENV if k in os.environ}
+        runtime_env.setdefault("PATH", DEFAULT_PATH)
+        return {
+            "argv": list(made.argv),
+            "env": runtime_env,
+            "cwd": str(attempt),
+            "uid": None,
+            "gid": None,
+            "groups": [],
+            "max_processes": None,
+            "container": {"binary": made.binary, "name": made.name, "mode_at": container.MODE_AT},
+        }
 
     def _environment(
         self,
@@ -335,7 +392,32 @@ class LocalBackend:
         done = read_json(attempt / EXIT)  # it may have finished between the two reads
         if done is not None:
             return _final_status(done)
+        if self._reattach(attempt):
+            return BackendStatus(RunState.RUNNING, message="re-attaching to its container")
         return BackendStatus(RunState.LOST, message=_with_log("runner process is gone", attempt))
+
+    def _reattach(self, attempt: Path) -> bool:
+        """A container outlives its runner: start a runner again, which finds the container by
+        its name and follows it (never a second container). The runner's lock makes a second
+        concurrent re-attach a no-op; at most ``_REATTACH_MAX`` per attempt."""
+        spec = read_json(attempt / SPEC) or {}
+        if not isinstance(spec.get("container"), dict):
+            return False
+        count_file = attempt / _REATTACHED
+        try:
+            count = int(count_file.read_text() or 0)
+        except (OSError, ValueError):
+            count = 0
+        if count >= _REATTACH_MAX:
+            return False
+        if count and self._clock() - count_file.stat().st_mtime < _REATTACH_WAIT_S:
+            return True  # the runner started last is still coming up
+        write_atomic(count_file, f"{count + 1}\n".encode())
+        try:
+            self._launcher(attempt)
+        except BackendError:
+            return False
+        return True
 
     def logs(self, handle: JobHandle, offset: int = 0) -> LogChunk:
         attempt = self._attempt_dir(handle)
@@ -373,6 +455,7 @@ class LocalBackend:
             if job is not None:
                 signal_group(job, signal.SIGKILL)
             _kill_cgroup(attempt)
+            _remove_container(attempt)
 
     def _attempt_dir(self, handle: JobHandle) -> Path:
         if handle.backend != self.name:
@@ -399,6 +482,13 @@ def _kill_cgroup(attempt: Path) -> None:
     group = contain.Cgroup(2 if (Path(recorded) / "cgroup.kill").exists() else 1, recorded)
     contain.kill_all(group.members, group.kill_all, reap=lambda: None, timeout_s=5.0)
     group.remove()
+
+
+def _remove_container(attempt: Path) -> None:
+    """Remove the attempt's container (a container job whose runner is gone)."""
+    found = (read_json(attempt / SPEC) or {}).get("container")
+    if isinstance(found, dict):
+        remove_container(str(found.get("binary")), str(found.get("name")))
 
 
 def _final_status(done: Mapping[str, Any]) -> BackendStatus:

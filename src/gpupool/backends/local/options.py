@@ -25,6 +25,7 @@ _SECONDS = (
 )
 _POSITIVE_INTS = ("max_processes", "max_log_bytes")
 CGROUP_MODES = ("auto", "required", "off")
+CONTAINER_GPU_MODES = ("devices", "cdi", "none")
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,13 @@ class LocalOptions:
     # As root, a job without a POSIX identity (its user left users: while it was queued) is
     # refused, never run as root. True: run it as the server's user (tests of the backend).
     run_without_identity: bool = False
+    # Jobs from an image (pool container_runtime, docs/containers.md): the runtime's program
+    # (default: podman or docker, as the pool names it), how the job's GPUs reach the
+    # container (devices: their device files; cdi: nvidia.com/gpu=N; none), and the device
+    # file of GPU {index} (default /dev/nvidia{index} with devices: nvidia, none with virtual).
+    container_binary: str | None = None
+    container_gpus: str = "devices"
+    gpu_device_files: str | None = None
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> LocalOptions:
@@ -73,6 +81,17 @@ class LocalOptions:
             if values.get("cgroups", "auto") not in CGROUP_MODES:
                 raise ValueError(
                     f"cgroups must be one of {', '.join(CGROUP_MODES)}, got {values['cgroups']!r}"
+                )
+            if values.get("container_gpus", "devices") not in CONTAINER_GPU_MODES:
+                raise ValueError(
+                    f"container_gpus must be one of {', '.join(CONTAINER_GPU_MODES)}, "
+                    f"got {values['container_gpus']!r}"
+                )
+            template = values.get("gpu_device_files")
+            if template is not None and "{index}" not in str(template):
+                raise ValueError(
+                    f"gpu_device_files must contain {{index}}, e.g. /dev/nvidia{{index}}, "
+                    f"got {template!r}"
                 )
             if "inherit_env" in values:
                 if isinstance(values["inherit_env"], str):

@@ -21,7 +21,14 @@ output.log    runner      the job's stdout and stderr, copied from a pipe up to
 cancel        adapter     grace seconds, written by ``cancel()`` before it signals the runner
 exit.json     runner      ``{exit_code, reason, finished_at, message}``, once, at the very end
 runner.log    runner      the runner's own stderr: diagnostics if it fails
+runner.lock   runner      held (``flock``) while a runner supervises: at most one at a time
 ============  ==========  ==================================================================
+
+A job from an image (``container`` in spec.json, see :mod:`.container`) is the same to the
+runner but for three things: its signals go to the container through the runtime (``kill``),
+never to the runtime's client; the container is removed before ``exit.json``; and a runner
+started again for an attempt whose job already started (``job.json`` exists: its first runner
+died) re-attaches to the container by name, skipping the output ``output.log`` already has.
 
 The job's whole process tree is contained (:mod:`.contain`): in a per-attempt cgroup with a
 process limit where the host allows, else below the runner, which is the tree's subreaper.
@@ -64,6 +71,8 @@ EXIT = "exit.json"
 CANCEL = "cancel"
 OUTPUT = "output.log"
 RUNNER_LOG = "runner.log"
+LOCK = "runner.lock"
+RUNTIME_TIMEOUT_S = 60.0  # one call of the container runtime (kill, rm)
 
 
 def events_file(pool_dir: Path) -> Path:
@@ -157,8 +166,9 @@ class LogPump:
     it is refused, read and write do the same.
     """
 
-    def __init__(self, read_fd: int, path: Path, cap: int | None) -> None:
+    def __init__(self, read_fd: int, path: Path, cap: int | None, skip: int = 0) -> None:
         self.fd = read_fd
+        self.skip = skip  # bytes of the stream the log already holds (a re-attached container)
         self.out = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # RDWR: note() reads back
         self.end = os.fstat(self.out).st_size  # where the next byte goes (notes included)
         self.size = 0  # the job's bytes kept, counted against the cap
@@ -209,6 +219,11 @@ class LogPump:
 
     def _copy(self) -> int:
         """Move one chunk from the pipe (the pipe is readable); bytes taken, 0 at its end."""
+        if self.skip > 0:
+            seen = os.read(self.fd, min(self.skip, PUMP_CHUNK))
+            self.skip -= len(seen)
+            self.size += len(seen)  # counted against the cap: they are in the log already
+            return len(seen)
         room = None if self.cap is None else self.cap - self.size
         if room is not None and room <= 0:
             dropped = os.read(self.fd, PUMP_CHUNK)
@@ -237,6 +252,26 @@ class LogPump:
             written = os.pwrite(self.out, view, self.end)
             self.end += written
             view = view[written:]
+
+
+def remove_container(binary: str, name: str) -> bool:
+    """``<runtime> rm -f <name>``: stop the container at once and remove it (True: gone)."""
+    return _runtime(binary, "rm", "-f", name) or not _runtime(binary, "container", "inspect", name)
+
+
+def _runtime(binary: str, *args: str) -> bool:
+    try:
+        done = subprocess.run(
+            [binary, *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=RUNTIME_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"runner: {binary} {args[0]}: {exc}", file=sys.stderr)
+        return False
+    return done.returncode == 0
 
 
 class JobSetup:
@@ -272,8 +307,11 @@ class Tree:
     their subreaper, so orphans stay below it). Reaps every child the runner gets, keeping the
     leader's status."""
 
-    def __init__(self, cgroup: contain.Cgroup | None) -> None:
+    def __init__(
+        self, cgroup: contain.Cgroup | None, container: dict[str, Any] | None = None
+    ) -> None:
         self.cgroup = cgroup
+        self.container = container  # {binary, name}: the job is that container
         self.runner = os.getpid()
         self.leader = 0
         self.leader_status: int | None = None
@@ -284,6 +322,12 @@ class Tree:
         return contain.descendants(self.runner)
 
     def signal(self, sig: int) -> None:
+        if self.container is not None:
+            # The container's processes are the runtime's, not below the runner: signalling
+            # its client would only stop following the container, not the job.
+            name = signal.Signals(sig).name.removeprefix("SIG")
+            _runtime(self.container["binary"], "kill", "--signal", name, self.container["name"])
+            return
         contain.signal_each(self.members(), sig)
 
     def reap(self) -> None:
@@ -307,7 +351,11 @@ class Tree:
         return contain.kill_all(self.members, kill, self.reap)
 
     def remove(self) -> None:
-        """Kill what is left and remove the cgroup (idempotent)."""
+        """Kill what is left and remove the cgroup (idempotent); a container job's container
+        is removed first."""
+        found = self.container
+        if found is not None and not remove_container(found["binary"], found["name"]):
+            print(f"runner: cannot remove container {self.container['name']}", file=sys.stderr)
         done = self.kill_all()
         if not done:
             print(
@@ -337,6 +385,11 @@ class Runner:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        lock = os.open(self.dir / LOCK, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return 0  # another runner supervises this attempt; it is the one to report
         pid = os.getpid()
         contain.set_subreaper()  # before any child exists: orphans of the job come back here
         spec = read_json(self.dir / SPEC)
@@ -353,7 +406,8 @@ class Runner:
         self._announce()
         if over:
             return 0
-        tree = Tree(cgroup)
+        found = spec.get("container") if spec is not None else None
+        tree = Tree(cgroup, found if isinstance(found, dict) else None)
         result: dict[str, Any]
         try:
             if problem is not None:
@@ -408,13 +462,22 @@ class Runner:
     def _supervise(self, spec: dict[str, Any] | None, tree: Tree) -> dict[str, Any]:
         if spec is None:
             return {"exit_code": None, "reason": "runner_error", "message": "spec.json missing"}
-        if self._cancel_requested():
+        # A job started by an earlier runner (that died) is a container to re-attach to.
+        container = tree.container
+        reattach = container is not None and (self.dir / JOB).exists()
+        if self._cancel_requested() and not reattach:
             return {"exit_code": None, "reason": "cancelled", "message": "cancelled before start"}
         read_fd, write_fd = os.pipe()
         with contextlib.suppress(OSError):  # fewer wake-ups for a chatty job; best effort
             fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
         limit = spec.get("max_log_bytes")
-        pump = LogPump(read_fd, self.dir / OUTPUT, int(limit) if limit else None)
+        skip = 0
+        if reattach and container is not None:
+            # The wrapper (container.py) then only follows the container, never runs one.
+            spec = {**spec, "argv": [*spec["argv"]]}
+            spec["argv"][int(container.get("mode_at", 6))] = "attach"
+            skip = _log_size(self.dir / OUTPUT)
+        pump = LogPump(read_fd, self.dir / OUTPUT, int(limit) if limit else None, skip)
         try:
             try:
                 child = self._start(spec, tree, write_fd)
@@ -526,6 +589,13 @@ class Runner:
         else:
             reason, message = "exited", "" if rc == 0 else f"exited with code {rc}"
         return {"exit_code": exit_code, "reason": reason, "message": message}
+
+
+def _log_size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,6 +45,7 @@ from gpupool.backends.base import (
     contract_env,
 )
 from gpupool.backends.errors import BackendError, BackendMisconfigured, BackendRejected
+from gpupool.backends.ray import image
 from gpupool.backends.ray.client import ClientFactory, JobsClient, ray_jobs_client
 from gpupool.backends.ray.errors import is_duplicate_submission, is_not_found, map_ray_errors
 from gpupool.backends.ray.options import RayOptions
@@ -149,7 +150,11 @@ class RayBackend:
         if not spec.command:
             raise BackendRejected("the job has no command")
         if spec.image:
-            raise BackendRejected(f"ray pools cannot run the image {spec.image!r} yet")
+            supported, version = image.image_uri_supported()
+            work = self.root.absolute() / spec.key / WORK
+            image.check(
+                spec, self.ctx.container, work, self.options.ray_temp_dir, supported, version
+            )
         if not _SAFE_NAME.match(spec.key):
             raise BackendRejected(f"attempt key {spec.key!r} cannot be a Ray submission id")
         if spec.max_runtime_s is not None and spec.max_runtime_s <= 0:
@@ -184,7 +189,7 @@ class RayBackend:
         request: dict[str, Any] = {
             "entrypoint": f"cd {shlex.quote(str(work))} && exec {shlex.join(spec.command)}",
             "submission_id": self._id(spec.key),
-            "runtime_env": {"env_vars": env},
+            "runtime_env": (image.runtime_env(spec, env) if spec.image else {"env_vars": env}),
             "metadata": metadata,
         }
         if spec.cpus > 0:

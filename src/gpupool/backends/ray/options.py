@@ -51,6 +51,7 @@ class RayOptions:
     request_timeout_s: float = 30.0  # per HTTP request to the Jobs API
     stop_grace_s: int | None = None  # SIGTERM -> SIGKILL on stop; None: the head's setting
     submission_id_prefix: str = ""  # namespaces ids when installations share one Ray cluster
+    ray_temp_dir: str = "/tmp/ray"  # the nodes' Ray temp dir: mounted into image containers
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> RayOptions:
@@ -68,6 +69,7 @@ class RayOptions:
                 "token_env",
                 "working_dir_root",
                 "submission_id_prefix",
+                "ray_temp_dir",
             ):
                 if values.get(name) is not None and not isinstance(values[name], str):
                     raise TypeError(f"{name} must be a string")

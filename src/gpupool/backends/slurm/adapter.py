@@ -48,9 +48,11 @@ from gpupool.backends.base import (
     RunState,
     contract_env,
 )
+from gpupool.backends.containers import check_image, storage_mounts
 from gpupool.backends.errors import BackendRejected
 from gpupool.backends.slurm.attempt import AttemptDir
 from gpupool.backends.slurm.commands import CommandRunner, SubprocessRunner, run_checked
+from gpupool.backends.slurm.container import RUNTIMES, ContainerScript
 from gpupool.backends.slurm.errors import map_slurm_errors
 from gpupool.backends.slurm.options import SlurmOptions
 from gpupool.backends.slurm.parsers import (
@@ -138,9 +140,13 @@ class SlurmBackend:
         if not spec.command:
             raise BackendRejected("the job has no command")
         if spec.image:
-            raise BackendRejected(
-                f"slurm pools run commands and cannot run the image {spec.image!r}"
-            )
+            check_image(spec, self.ctx.container, RUNTIMES, "slurm")
+            secret = spec.container.pull_secret if spec.container else None
+            if secret is not None and self.ctx.container.runtime == "pyxis":
+                raise BackendRejected(
+                    "pyxis pulls with enroot's own credentials on the nodes "
+                    "(enroot's .credentials file); remove image_pull_secret"
+                )
         if not _SAFE_KEY.match(spec.key):
             raise BackendRejected(f"attempt key {spec.key!r} cannot be a Slurm job name")
         if spec.nodes < 1 or spec.gpus_per_node < 0:
@@ -205,12 +211,42 @@ class SlurmBackend:
                 account=self.options.account,
                 qos=self.options.qos,
                 max_runtime_grace_s=self.options.max_runtime_grace_s,
+                container=self._container(spec, attempt, env),
             ),
         )
         argv = ["sbatch", "--parsable"]
         if identity is not None:
             argv += [f"--uid={identity.uid}", f"--gid={identity.gid}"]
         return parse_sbatch_parsable(self._run(argv, input=script))
+
+    def _container(
+        self, spec: JobSpec, attempt: AttemptDir, env: Mapping[str, str]
+    ) -> ContainerScript | None:
+        if spec.image is None:
+            return None
+        policy = self.ctx.container
+        work = str(attempt.work)
+        mounts, home = storage_mounts(spec, policy, work)
+        own = [(p, p, False) for p in (work, str(attempt.inputs), str(attempt.outputs))]
+        secret = spec.container.pull_secret if spec.container else None
+        if secret is not None and secret not in policy.pull_secrets:
+            raise BackendRejected(f"unknown image_pull_secret {secret!r}")
+        return ContainerScript(
+            runtime=str(policy.runtime),
+            image=spec.image,
+            name=self._job_name(spec.key),
+            workdir=work,
+            home=home,
+            mounts=(*own, *mounts),
+            env_names=tuple(sorted(env)),
+            network=policy.network,
+            read_only_root=bool(spec.container and spec.container.read_only_root),
+            shm_size_gb=spec.container.shm_size_gb if spec.container else None,
+            gpu_mode=self.options.container_gpus,
+            device_template=self.options.gpu_device_files,
+            authfile=policy.pull_secrets.get(secret) if secret else None,
+            binary=self.options.container_binary,
+        )
 
     def _handle(self, spec: JobSpec, attempt: AttemptDir, job_id: str) -> JobHandle:
         data = {"workdir": str(attempt.path), "job_name": self._job_name(spec.key)}

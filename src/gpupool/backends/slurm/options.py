@@ -32,6 +32,13 @@ class SlurmOptions:
     # Jobs are found by name: installations sharing a cluster (staging, production) need
     # distinct prefixes, or one would adopt the other's job of the same key.
     job_name_prefix: str = "gpupool-"
+    # Jobs from an image (pool container_runtime, docs/containers.md), podman and apptainer
+    # forms: the runtime's program on the nodes, how the allocation's GPUs reach the container
+    # (devices: device files; cdi: nvidia.com/gpu=N; none) and the device file of GPU {index}
+    # (index as in the job's CUDA_VISIBLE_DEVICES, which Slurm sets from the gres allocation).
+    container_binary: str | None = None
+    container_gpus: str = "devices"
+    gpu_device_files: str = "/dev/nvidia{index}"
 
     @classmethod
     def parse(cls, ctx: AdapterContext) -> SlurmOptions:
@@ -60,6 +67,22 @@ class SlurmOptions:
             value = getattr(opts, name)
             if value is not None and not _SLURM_NAME.match(str(value)):
                 raise BackendMisconfigured(f"slurm pool option {name}={value!r} is not a name")
+        if opts.container_gpus not in ("devices", "cdi", "none"):
+            raise BackendMisconfigured(
+                f"slurm pool option container_gpus={opts.container_gpus!r}: "
+                "use devices, cdi or none"
+            )
+        template = opts.gpu_device_files
+        if "{index}" not in template or not _PATH.match(template.replace("{index}", "0")):
+            raise BackendMisconfigured(
+                f"slurm pool option gpu_device_files={template!r} must be a path with {{index}}, "
+                "e.g. /dev/nvidia{index}"
+            )
+        binary = opts.container_binary
+        if binary is not None and not (_PATH.match(binary) or _SLURM_NAME.match(binary)):
+            raise BackendMisconfigured(
+                f"slurm pool option container_binary={binary!r} is not a program name or path"
+            )
         if not _PATH.match(str(opts.workdir_root)):
             raise BackendMisconfigured(
                 f"slurm workdir_root {str(opts.workdir_root)!r} must be a path without spaces "

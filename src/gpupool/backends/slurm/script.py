@@ -26,6 +26,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpupool.backends.base import JobSpec
+from gpupool.backends.slurm.container import (
+    EOF_MARK,
+    LAUNCHER,
+    ContainerScript,
+    launcher,
+    pyxis_flags,
+)
 
 TIMEOUT_EXIT_CODES = (124, 137)  # timeout(1): timed out; killed after --kill-after
 
@@ -39,6 +46,7 @@ class ScriptOptions:
     account: str | None = None
     qos: str | None = None
     max_runtime_grace_s: float = 10.0
+    container: ContainerScript | None = None  # the job's image and how to run it
 
 
 def time_limit_minutes(max_runtime_s: int, grace_s: float) -> int:
@@ -85,6 +93,15 @@ def render_batch_script(spec: JobSpec, env: Mapping[str, str], opts: ScriptOptio
     ]
     if not spec.gpus_per_node:
         lines.append("export CUDA_VISIBLE_DEVICES=")
+    if opts.container is not None and opts.container.runtime != "pyxis":
+        lines += [
+            "",
+            f"# Runs the command in {opts.container.image} on each node (gpupool.backends.slurm."
+            "container).",
+            f"cat > {shlex.quote(d + '/' + LAUNCHER)} <<'{EOF_MARK}'",
+            *launcher(spec, opts.container),
+            EOF_MARK,
+        ]
     lines += [
         "",
         "# A trap handler (unlike an ignored signal) is reset when the command is exec'd: the",
@@ -92,6 +109,7 @@ def render_batch_script(spec: JobSpec, env: Mapping[str, str], opts: ScriptOptio
         "trap : TERM",
         _command_line(spec, opts),
         "rc=$?",
+        *_container_cleanup(opts.container),
         "reason=exited",
     ]
     if spec.max_runtime_s:
@@ -109,9 +127,33 @@ def render_batch_script(spec: JobSpec, env: Mapping[str, str], opts: ScriptOptio
     return "\n".join(lines)
 
 
+def _container_cleanup(container: ContainerScript | None) -> list[str]:
+    """A launcher killed after its grace leaves its container to the runtime: remove it here
+    (this node's; the runtime's client on other nodes of a gang removes theirs)."""
+    if container is None or container.runtime != "podman":
+        return []
+    binary = shlex.quote(container.binary or "podman")
+    name = f'"{container.name}-$SLURM_NODEID"'
+    return [f"{binary} rm -f {name} >/dev/null 2>&1 || true"]
+
+
 def _command_line(spec: JobSpec, opts: ScriptOptions) -> str:
     argv = list(spec.command)
-    if spec.nodes > 1:
+    container = opts.container
+    if container is not None and container.runtime == "pyxis":
+        # pyxis runs containers for job steps only: srun even on one node.
+        argv = [
+            "srun",
+            "--export=ALL",
+            f"--nodes={spec.nodes}",
+            "--ntasks-per-node=1",
+            "--kill-on-bad-exit=1",
+            *pyxis_flags(container),
+            *argv,
+        ]
+    elif container is not None:
+        argv = ["/bin/bash", f"{opts.attempt_dir}/{LAUNCHER}"]
+    if spec.nodes > 1 and not (container is not None and container.runtime == "pyxis"):
         # --export=NONE on sbatch sets SLURM_EXPORT_ENV=NONE, which srun would obey too.
         argv = [
             "srun",

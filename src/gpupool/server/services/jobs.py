@@ -33,6 +33,7 @@ from gpupool.server.schemas import (
     ReasonOut,
     WhyOut,
 )
+from gpupool.server.services.image_checks import check_image
 from gpupool.server.services.submit_checks import (
     check_against_config,
     check_data_paths,
@@ -198,6 +199,7 @@ class JobService:
             )
         gpu_types = check_against_config(body, team, config)
         inputs, outputs = check_data_paths(body, principal.user)
+        container = check_image(body, team, principal.user, config)
         priority_class = body.priority_class or config.default_priority_class(team)
         key = header_key or body.idempotency_key
         return _Checked(
@@ -210,6 +212,7 @@ class JobService:
             digest="" if key is None else request_digest(body, team),  # only a key needs it
             priority_class=priority_class,
             priority=config.priority_classes[priority_class].value,
+            container=container,
         )
 
     def _remember_identity(self, session: Session, principal: Principal) -> None:
@@ -244,6 +247,7 @@ class JobService:
             "outputs": checked.outputs,
             "max_runtime_s": body.max_runtime_s,
             "checkpoint_interval_s": body.checkpoint_interval_s,
+            "container": checked.container,
             "submitted_at": self._clock.now(),
             "attempt": 0,
             "message": "",
@@ -476,6 +480,7 @@ class _Checked:
     digest: str
     priority_class: str
     priority: int
+    container: dict[str, Any] | None = None  # the image and its settings (image_checks)
 
 
 def _array_out(session: Session, first: JobRow) -> ArrayOut:

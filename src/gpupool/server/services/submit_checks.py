@@ -107,6 +107,9 @@ def request_digest(body: JobSubmit, team: str) -> str:
     fields = body.model_dump(mode="json", exclude={"idempotency_key"})
     if fields.get("checkpoint_interval_s") is None:
         del fields["checkpoint_interval_s"]  # unset: the digest keys stored before it had
+    for name in ("image", "image_pull_secret", "container"):
+        if fields.get(name) is None:
+            del fields[name]  # likewise: a job without an image digests as before images
     fields["team"] = team
     canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
