@@ -24,6 +24,7 @@ OPTION_CLASSES = {
     "local": "gpupool.backends.local.options:LocalOptions",
     "slurm": "gpupool.backends.slurm.options:SlurmOptions",
     "ray": "gpupool.backends.ray.options:RayOptions",
+    "kubernetes": "gpupool.backends.kubernetes.options:KubernetesOptions",
 }
 # Where a Slurm pool keeps its work dirs unless told: only the path's shape is checked here.
 _STATE_DIR = Path("/var/lib/gpupool")
@@ -55,6 +56,8 @@ def check_options(
             parse(
                 AdapterContext(pool=pool, gpu_type=gpu_type, state_dir=_STATE_DIR, options=options)
             )
+        elif backend == "kubernetes":  # its default node label is the pool's gpu type
+            parse(options, gpu_type)
         else:
             parse(options)
     except BackendMisconfigured as exc:

@@ -37,6 +37,7 @@ ADAPTERS: Mapping[str, str] = {
     "fake": "gpupool.backends.fake:FakeBackend",
     "slurm": "gpupool.backends.slurm.adapter:SlurmBackend",
     "ray": "gpupool.backends.ray.adapter:RayBackend",
+    "kubernetes": "gpupool.backends.kubernetes.adapter:KubernetesBackend",
 }
 
 # Backend name -> what its adapter can do whatever the pool's options (the adapter's own
@@ -49,6 +50,9 @@ CAPABILITIES: Mapping[str, frozenset[Capability]] = {
     "fake": frozenset({Capability.GANG, Capability.LOG_STREAM}),
     "slurm": frozenset({Capability.GANG, Capability.LOG_STREAM, Capability.CAPACITY}),
     "ray": frozenset({Capability.LOG_STREAM}),
+    "kubernetes": frozenset(
+        {Capability.GANG, Capability.LOG_STREAM, Capability.CAPACITY, Capability.POSIX_IDENTITY}
+    ),
 }
 
 # Backend name -> the pip extra that installs its third-party client, for the error hint.

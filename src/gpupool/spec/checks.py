@@ -17,8 +17,8 @@ Decisions recorded here:
 * A quota of the ``cpu`` type counts no GPUs: ``nominal``, ``borrowing_limit`` and
   ``lending_limit`` there are errors (they would bound nothing); ``cpus`` and ``memory_gb`` are
   what bound a team's jobs on ``cpu`` pools.
-* A pool on a backend no adapter is registered for (``kubernetes``, ``azure-batch``,
-  ``azure-ml`` today: ``gpupool.backends.registry.ADAPTERS`` decides) is an error, and so is
+* A pool on a backend no adapter is registered for (``azure-batch``, ``azure-ml`` today:
+  ``gpupool.backends.registry.ADAPTERS`` decides) is an error, and so is
   ``autoscale.mode: autoscale``, which nothing implements yet: the configuration accepts both
   names for what is to come, but jobs sent there would only fail or wait forever.
 * A budget sets exactly one limit (``gpu_hours`` or ``amount``); only a ``custom`` period takes

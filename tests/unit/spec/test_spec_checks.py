@@ -141,11 +141,11 @@ CASES = [
                 },
                 path="pools[0].backend",
                 message=f"backend '{backend}' has no adapter yet: jobs sent to pool 'p' could",
-                hint="use one of: local, slurm, ray",
+                hint="use one of: local, slurm, ray, kubernetes",
             ),
             id=f"pool on {backend}, which has no adapter",
         )
-        for backend in ("kubernetes", "azure-batch", "azure-ml")
+        for backend in ("azure-batch", "azure-ml")
     ),
     pytest.param(
         Case(
