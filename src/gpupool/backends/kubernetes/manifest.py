@@ -158,7 +158,7 @@ def job_manifest(
             ]
         },
         "template": {
-            "metadata": {"annotations": {KEY_ANNOTATION: spec.key}, "labels": labels},
+            "metadata": {"annotations": {KEY_ANNOTATION: spec.key}, "labels": dict(labels)},
             "spec": pod,
         },
     }
