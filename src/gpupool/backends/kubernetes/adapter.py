@@ -250,8 +250,8 @@ class KubernetesBackend:
                     status = verdict(
                         job, cancelled=cancelled, pod_exit_code=exit_code_of_pods(mine)
                     )
-                if status.state in FINAL_STATES and job is not None:
-                    attempt.record_final(status)
+                if status.state in FINAL_STATES and job is not None and attempt.final() is None:
+                    attempt.record_final(status)  # the answer once the Job is gone
                 statuses[handle.key] = status
         return statuses
 
