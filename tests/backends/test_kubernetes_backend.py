@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -408,3 +409,82 @@ def test_the_client_sends_every_field_of_the_manifest(api: KubeApiServer, tmp_pa
 
     stored = api.cluster.jobs[(handle.data["namespace"], handle.data["name"])]
     assert len(sent) == 1 and contains(stored, sent[0])
+
+
+def test_cancel_returns_at_once_and_the_kubelet_kills_after_the_grace(
+    api: KubeApiServer, tmp_path: Path
+) -> None:
+    backend = backend_for(api, tmp_path / "state", stop_grace_s=30)
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " + (
+        "print('up', flush=True); time.sleep(60)"
+    )
+    handle = backend.submit(spec("stubborn", stubborn))
+    wait(backend, handle, lambda s: s.state == RunState.RUNNING)
+    while b"up" not in backend.logs(handle, 0).data:
+        time.sleep(0.05)
+
+    started = time.monotonic()
+    backend.cancel(handle, grace_s=1)
+    returned = time.monotonic() - started
+    status = wait(backend, handle)
+    ended = time.monotonic() - started
+
+    assert returned < 1  # the grace is the kubelet's to wait, not the caller's
+    assert status.state == RunState.CANCELLED
+    assert 1 <= ended < 10  # killed after the 1 s grace, not the pod's 30 s
+    assert handle.data["name"] not in {j[1] for j in api.cluster.jobs}  # foreground: all gone
+
+
+def test_one_failing_index_fails_the_gang_and_stops_the_others(
+    api: KubeApiServer, tmp_path: Path
+) -> None:
+    backend = backend_for(api, tmp_path / "state")
+    code = (
+        "import os, sys, time\n"
+        "if os.environ['JOB_COMPLETION_INDEX'] == '1': sys.exit(9)\n"
+        "time.sleep(60)"
+    )
+    handle = backend.submit(spec("split", code, nodes=2))
+
+    status = wait(backend, handle)
+
+    assert (status.state, status.exit_code) == (RunState.FAILED, 9)
+    pods = [p for p in api.cluster.pods.values() if p.job[1] == handle.data["name"]]
+    assert all(p.ended for p in pods)  # final only once every pod has stopped
+
+
+def test_the_pools_context_picks_the_cluster(api: KubeApiServer, tmp_path: Path) -> None:
+    config = api.kubeconfig(tmp_path / "two-contexts")
+    text = config.read_text().replace('"current-context": "stand-in"', '"current-context": "gone"')
+    config.write_text(
+        text.replace(
+            '"contexts": [',
+            '"contexts": [{"name": "gone", "context": {"cluster": "nowhere", "user": "gpupool"}}, ',
+        ).replace(
+            '"clusters": [',
+            '"clusters": [{"name": "nowhere", "cluster": {"server": "http://127.0.0.1:9"}}, ',
+        )
+    )
+    chosen = backend_for(api, tmp_path / "a", kubeconfig=str(config), context="stand-in")
+    current = backend_for(api, tmp_path / "b", kubeconfig=str(config), request_timeout_s=2)
+
+    assert chosen.pool_capacity() == PoolCapacity(1, 4)
+    with pytest.raises(BackendUnavailable):
+        current.pool_capacity()
+
+
+def test_in_cluster_outside_a_pod_is_a_configuration_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    backend = KubernetesBackend(AdapterContext(POOL, "t4", {"in_cluster": True}, tmp_path))
+    with pytest.raises(BackendMisconfigured, match="load the in-cluster configuration"):
+        backend.pool_capacity()
+
+
+def test_importing_the_adapter_does_not_import_the_client() -> None:
+    code = (
+        "import sys, gpupool.backends.registry, gpupool.backends.kubernetes.adapter; "
+        "sys.exit(1 if 'kubernetes' in sys.modules else 0)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -106,7 +106,8 @@ class KubernetesBackend:
         # still load (its calls then raise BackendUnavailable until the cluster answers).
         with self._lock:
             if self._client is None:
-                with self._mapped("load the kubeconfig", BackendMisconfigured):
+                where = "in-cluster configuration" if self.options.in_cluster else "kubeconfig"
+                with self._mapped(f"load the {where}", BackendMisconfigured):
                     self._client = self._factory(
                         self.options.kubeconfig,
                         self.options.context,
