@@ -270,7 +270,8 @@ def test_logs_come_in_chunks_of_at_most_one_mebibyte(api: KubeApiServer, tmp_pat
 
 def test_the_outcome_outlives_the_job(api: KubeApiServer, tmp_path: Path) -> None:
     backend = backend_for(api, tmp_path / "state", ttl_after_finished_s=1)
-    handle = backend.submit(spec("brief", "import sys; sys.exit(5)"))
+    brief = spec("brief", "import sys; sys.exit(5)")
+    handle = backend.submit(brief)
     assert wait(backend, handle).exit_code == 5
     deadline = time.monotonic() + 10
     while api.cluster.jobs and time.monotonic() < deadline:
@@ -280,6 +281,8 @@ def test_the_outcome_outlives_the_job(api: KubeApiServer, tmp_path: Path) -> Non
 
     assert not api.cluster.jobs
     assert (status.state, status.exit_code) == (RunState.FAILED, 5)
+    assert backend_for(api, tmp_path / "state").submit(brief) == handle  # after a restart too
+    assert not api.cluster.jobs and api.cluster.started_pods == 1  # not created, not run again
 
 
 def test_a_job_deleted_behind_gpupools_back_is_lost(api: KubeApiServer, tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ Invariants:
   handle. The Job itself never starts a second pod for an index (``backoffLimit: 0``).
 * **Handles outlive the adapter.** A handle names the namespace and the Job; a new instance,
   in this process or after a restart, needs nothing else (the attempt dir only adds what
-  Kubernetes may have forgotten: a cancel, a final status).
+  Kubernetes may have forgotten: the submission, a cancel, a final status). A key whose attempt
+  dir records a submission is never created again, even once its Job has been deleted.
 * **One list per poll.** ``poll`` lists the pool's Jobs in every namespace with one label
   selector; the pods are listed (once, for the whole poll) only when a failed Job's message
   does not carry the exit code.
@@ -138,6 +139,11 @@ class KubernetesBackend:
         attempt = AttemptDir(self.root / spec.key)
         with self._mapped("prepare the attempt directory", BackendMisconfigured):
             attempt.prepare(identity if self._chown else None)
+            earlier = attempt.submitted()
+        if earlier is not None:
+            # Created before: its Job may be gone by now (TTL, deleted), and creating it again
+            # would run the attempt a second time.
+            return self._handle(spec.key, earlier["namespace"], earlier["name"], attempt)
         body = job_manifest(
             spec,
             name=name,
@@ -157,6 +163,8 @@ class KubernetesBackend:
                 if not is_already_exists(exc):
                     raise
                 self._check_owner(spec, JobView.from_object(api.read_job(namespace, name)))
+        with self._mapped("record the submission", BackendMisconfigured):
+            attempt.record_submitted(namespace, name)
         return self._handle(spec.key, namespace, name, attempt)
 
     def _validate(self, spec: JobSpec) -> None:

@@ -8,6 +8,7 @@ the same for the control plane and for the job.
 entry          written by  content
 =============  ==========  ================================================================
 work/          job         its working directory; ``inputs/`` and ``outputs/`` beside it
+submitted      adapter     ``{namespace, name}``: once the Job was created (or adopted)
 cancel         adapter     ``{requested_at, grace_s}``: written by ``cancel()`` before any delete
 final          adapter     the final status, once seen: the answer after the Job is gone
 =============  ==========  ================================================================
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ from gpupool.backends.base import BackendStatus, PosixIdentity, RunState
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{id(text)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
 
@@ -66,6 +68,12 @@ class AttemptDir:
             d.mkdir(mode=0o700, exist_ok=True)
             if owner is not None:
                 os.chown(d, owner.uid, owner.gid)
+
+    def submitted(self) -> dict[str, Any] | None:
+        return _read_json(self.path / "submitted")
+
+    def record_submitted(self, namespace: str, name: str) -> None:
+        _write_atomic(self.path / "submitted", json.dumps({"namespace": namespace, "name": name}))
 
     def cancel_request(self) -> dict[str, Any] | None:
         return _read_json(self.path / "cancel")
