@@ -62,10 +62,10 @@ def official_client(
 
     if in_cluster:
         configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         api_client = client.ApiClient(configuration)
     else:
-        api_client = config.new_client_from_config(
+        api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
             config_file=kubeconfig, context=context, persist_config=False
         )
     return _Official(
