@@ -289,8 +289,9 @@ class KubernetesBackend:
         data = bytearray()
         skip = offset
         with self._mapped(f"read the log of {namespace}/{pod}"):
+            stream = api.pod_log(namespace, pod, CONTAINER, offset + LOG_CHUNK_MAX + 1)
             try:
-                for piece in api.pod_log(namespace, pod, CONTAINER, offset + LOG_CHUNK_MAX + 1):
+                for piece in stream:
                     if skip:
                         cut = min(skip, len(piece))
                         piece, skip = piece[cut:], skip - cut
@@ -302,6 +303,10 @@ class KubernetesBackend:
                 if not (is_not_found(exc) or _status(exc) == 400):
                     raise
                 return LogChunk(b"", offset, complete=final and is_not_found(exc))
+            finally:
+                close = getattr(stream, "close", None)
+                if callable(close):
+                    close()  # the connection now, not when the generator is collected
         more = len(data) > LOG_CHUNK_MAX
         chunk = bytes(data[:LOG_CHUNK_MAX])
         return LogChunk(chunk, offset + len(chunk), complete=final and not more)
