@@ -158,7 +158,12 @@ def job_manifest(
             ]
         },
         "template": {
-            "metadata": {"annotations": {KEY_ANNOTATION: spec.key}, "labels": dict(labels)},
+            # The user too: an admission webhook sees the Job controller, not the user, as the
+            # creator of these pods.
+            "metadata": {
+                "annotations": {KEY_ANNOTATION: spec.key, USER_ANNOTATION: spec.user},
+                "labels": dict(labels),
+            },
             "spec": pod,
         },
     }
