@@ -491,3 +491,16 @@ def test_importing_the_adapter_does_not_import_the_client() -> None:
         "sys.exit(1 if 'kubernetes' in sys.modules else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_installations_sharing_a_cluster_keep_to_their_own_jobs(
+    api: KubeApiServer, tmp_path: Path
+) -> None:
+    staging = backend_for(api, tmp_path / "staging", job_name_prefix="staging-")
+    production = backend_for(api, tmp_path / "production", job_name_prefix="prod-")
+    mine = staging.submit(spec("same", "import sys; sys.exit(1)"))
+    theirs = production.submit(spec("same", "import sys; sys.exit(2)"))
+
+    assert mine.key == theirs.key and mine.provider_id != theirs.provider_id
+    assert wait(staging, mine).exit_code == 1
+    assert wait(production, theirs).exit_code == 2

@@ -236,17 +236,24 @@ class KubernetesBackend:
         api = self._api()
         with self._mapped("list Jobs"):
             listed = api.list_jobs(pool_selector(self.ctx.pool))  # one request for all
-        jobs: dict[str, JobView] = {}
+        # By namespace and name: installations sharing a cluster (and a pool name) differ in
+        # their job_name_prefix, never in keys. By key for a handle that lacks its Job's name.
+        by_name: dict[tuple[str, str], JobView] = {}
+        by_key: dict[str, JobView] = {}
         for obj in listed:
             view = JobView.from_object(obj)
             if view.key is not None and view.pool == self.ctx.pool:
-                jobs[view.key] = view
+                by_name[(view.namespace, view.name)] = view
+                by_key.setdefault(view.key, view)
         pods: list[Obj] | None = None
         statuses: dict[str, BackendStatus] = {}
         with self._mapped("read attempt records", BackendMisconfigured):
             for handle in handles:
                 attempt = self._attempt(handle)
-                job = jobs.get(handle.key)
+                where = (handle.data.get("namespace", ""), handle.data.get("name", ""))
+                job = by_name.get(where) if all(where) else by_key.get(handle.key)
+                if job is not None and job.key != handle.key:
+                    job = None  # a Job of that name made for another key is not this attempt's
                 if job is None and (memo := attempt.final()) is not None:
                     statuses[handle.key] = memo
                     continue
