@@ -41,6 +41,7 @@ from gpupool.backends.fake import (
     FakeBackend,
     FakeCluster,
 )
+from gpupool.backends.kubernetes.adapter import KubernetesBackend
 from gpupool.backends.local.adapter import LocalBackend
 from gpupool.backends.ray.adapter import RayBackend
 from gpupool.backends.slurm.adapter import SlurmBackend
@@ -663,6 +664,48 @@ class AzureMLRemoteHarness(RemoteJobs, AzureMLHarness):
             AzureMLHarness.cleanup(self)
 
 
+def kube_stand_in(tmp_path: Path, **kwargs: Any) -> Any:
+    """The stand-in API server (tests/support/kube_api.py) with two nodes of 4 t4 GPUs each,
+    started; the caller stops it."""
+    from support.kube_api import KubeApiServer
+    from support.kube_cluster import Node
+
+    nodes = [Node(f"node-{i}", {"gpupool.io/gpu-type": "t4"}, gpus=4) for i in (1, 2)]
+    return KubeApiServer(tmp_path / "kube", nodes=nodes, **kwargs).start()
+
+
+class KubernetesHarness(LocalHarness):
+    """The local harness's job and observations, run as Jobs of the in-process stand-in API
+    server (no real cluster can be installed here): the official client speaks HTTP to it, and
+    its kubelet runs each pod's command as a process on this machine."""
+
+    name = "kubernetes"
+    backend_chooses_devices = True  # the device plugin picks; the container sees 0..n-1
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.obs = tmp_path / "obs"
+        self.api = kube_stand_in(tmp_path)
+        options = {
+            "kubeconfig": str(self.api.kubeconfig(tmp_path / "kubeconfig")),
+            "image": "python:3.12-slim",  # not pulled by the stand-in
+            "run_without_identity": True,  # like the other harnesses' jobs: no uid/gid
+            "stop_grace_s": 2,
+        }
+        self.ctx = AdapterContext(
+            pool=POOL, gpu_type="t4", options=options, state_dir=tmp_path / "state"
+        )
+        self.backend = KubernetesBackend(self.ctx)
+
+    def restart(self) -> Backend:
+        self.backend = KubernetesBackend(self.ctx)
+        return self.backend
+
+    def cleanup(self) -> None:
+        """Stop the stand-in (it kills what still runs); no request may have been refused."""
+        self.api.stop()
+        assert not self.api.rejected, self.api.rejected
+
+
 HARNESSES: dict[str, Callable[[Path], Harness]] = {
     "local": LocalHarness,
     "fake": FakeHarness,
@@ -672,6 +715,7 @@ HARNESSES: dict[str, Callable[[Path], Harness]] = {
     "azure-ml": AzureMLHarness,
     "azure-batch-remote": AzureBatchRemoteHarness,
     "azure-ml-remote": AzureMLRemoteHarness,
+    "kubernetes": KubernetesHarness,
 }
 if os.environ.get("GPUPOOL_TEST_AZURE"):  # make test-azure: the contract on real Azure
     HARNESSES["azure-batch-real"] = functools.partial(AzureBatchRemoteHarness, real=True)

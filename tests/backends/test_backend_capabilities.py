@@ -11,6 +11,7 @@ from gpupool.backends.azure_batch.adapter import AzureBatchBackend
 from gpupool.backends.azure_ml.adapter import AzureMLBackend
 from gpupool.backends.base import AdapterContext, Backend, Capability
 from gpupool.backends.fake import FakeBackend, FakeCluster
+from gpupool.backends.kubernetes.adapter import KubernetesBackend
 from gpupool.backends.local.adapter import LocalBackend
 from gpupool.backends.ray.adapter import RayBackend
 from gpupool.backends.registry import ADAPTERS, CAPABILITIES, implemented, runs_gangs
@@ -37,6 +38,8 @@ def built(name: str, state_dir: Path) -> Backend:
             "compute": "gpu",
         }
         return AzureMLBackend(AdapterContext("p", "h100", aml, state_dir))
+    if name == "kubernetes":  # built without dialling: the client is made on first use
+        return KubernetesBackend(ctx)
     assert name == "ray"
     return RayBackend.__new__(RayBackend)  # its capabilities are the class's own
 
@@ -62,7 +65,7 @@ def test_every_registered_backend_declares_its_capabilities() -> None:
         pytest.param("ray", False, True, id="ray runs one node"),
         pytest.param("azure-batch", False, True, id="azure-batch runs one node"),
         pytest.param("azure-ml", False, True, id="azure-ml runs one node"),
-        pytest.param("kubernetes", False, False, id="kubernetes has no adapter yet"),
+        pytest.param("kubernetes", True, True, id="kubernetes runs gangs (Indexed Jobs)"),
     ],
 )
 def test_routing_reads_the_declarations(backend: str, gangs: bool, exists: bool) -> None:

@@ -34,7 +34,7 @@ def reference(data: bytes) -> bytes:
 
 
 @pytest.mark.parametrize(
-    "harness", ["local", "ray", "slurm", "azure-batch", "azure-ml"], indirect=True
+    "harness", ["local", "ray", "slurm", "azure-batch", "azure-ml", "kubernetes"], indirect=True
 )
 def test_same_job_same_output_bytes(harness, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     data = bytes(range(256)) * 16

@@ -26,6 +26,7 @@ OPTION_CLASSES = {
     "ray": "gpupool.backends.ray.options:RayOptions",
     "azure-batch": "gpupool.backends.azure_batch.options:BatchOptions",
     "azure-ml": "gpupool.backends.azure_ml.options:AzureMLOptions",
+    "kubernetes": "gpupool.backends.kubernetes.options:KubernetesOptions",
 }
 # Where a Slurm pool keeps its work dirs unless told: only the path's shape is checked here.
 _STATE_DIR = Path("/var/lib/gpupool")
@@ -57,6 +58,8 @@ def check_options(
             parse(
                 AdapterContext(pool=pool, gpu_type=gpu_type, state_dir=_STATE_DIR, options=options)
             )
+        elif backend == "kubernetes":  # its default node label is the pool's gpu type
+            parse(options, gpu_type)
         else:
             parse(options)
     except BackendMisconfigured as exc:

@@ -39,6 +39,7 @@ ADAPTERS: Mapping[str, str] = {
     "ray": "gpupool.backends.ray.adapter:RayBackend",
     "azure-batch": "gpupool.backends.azure_batch.adapter:AzureBatchBackend",
     "azure-ml": "gpupool.backends.azure_ml.adapter:AzureMLBackend",
+    "kubernetes": "gpupool.backends.kubernetes.adapter:KubernetesBackend",
 }
 
 # Backend name -> what its adapter can do whatever the pool's options (the adapter's own
@@ -53,6 +54,9 @@ CAPABILITIES: Mapping[str, frozenset[Capability]] = {
     "ray": frozenset({Capability.LOG_STREAM}),
     "azure-batch": frozenset({Capability.LOG_STREAM}),
     "azure-ml": frozenset({Capability.LOG_STREAM}),
+    "kubernetes": frozenset(
+        {Capability.GANG, Capability.LOG_STREAM, Capability.CAPACITY, Capability.POSIX_IDENTITY}
+    ),
 }
 
 # Backend name -> the pip extra that installs its third-party client, for the error hint.

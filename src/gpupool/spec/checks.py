@@ -17,12 +17,10 @@ Decisions recorded here:
 * A quota of the ``cpu`` type counts no GPUs: ``nominal``, ``borrowing_limit`` and
   ``lending_limit`` there are errors (they would bound nothing); ``cpus`` and ``memory_gb`` are
   what bound a team's jobs on ``cpu`` pools.
-* A pool on a backend no adapter is registered for (``kubernetes``, ``azure-batch``,
-  ``azure-ml`` today: ``gpupool.backends.registry.ADAPTERS`` decides) is an error, and so is
-  ``autoscale.mode: autoscale``, which nothing implements yet except on ``azure-batch``, where
-  Batch's own formula sizes the pool (``nodes:`` must then equal ``max_nodes``: the scheduler
-  plans with the most nodes the pool can have). The configuration accepts the other names for
-  what is to come, but jobs sent there would only fail or wait forever.
+* A pool on a backend no adapter is registered for (``gpupool.backends.registry.ADAPTERS``
+  decides) is an error, and so is ``autoscale.mode: autoscale``, which nothing implements yet
+  except on ``azure-batch``, where Batch's own formula sizes the pool (``nodes:`` must then
+  equal ``max_nodes``: the scheduler plans with the most nodes the pool can have).
 * A budget sets exactly one limit (``gpu_hours`` or ``amount``); only a ``custom`` period takes
   ``start`` and ``end``, and it needs both. Budget names are unique within a team (alerts and
   ``gpupool budget set`` name a budget by team and name), and so are webhook names.

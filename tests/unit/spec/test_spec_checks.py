@@ -127,26 +127,6 @@ CASES = [
         ),
         id="autoscale max below min",
     ),
-    *(
-        pytest.param(
-            Case(
-                {
-                    "pools": f"""
-                        pools:
-                          - name: p
-                            backend: {backend}  # <-
-                            gpu_type: h100
-                            node: {{gpus: 4}}
-                    """
-                },
-                path="pools[0].backend",
-                message=f"backend '{backend}' has no adapter yet: jobs sent to pool 'p' could",
-                hint="use one of: local, slurm, ray",
-            ),
-            id=f"pool on {backend}, which has no adapter",
-        )
-        for backend in ("kubernetes",)
-    ),
     pytest.param(
         Case(
             {
