@@ -1,0 +1,217 @@
+"""The dashboard (/ui) in process: sign-in and its cookie, who sees what, CSRF, cancel and
+its 403 for viewers, logout, and that no token ever appears in a page. The same pages in a
+real browser: tests/e2e/test_e2e_dashboard.py."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pytest
+from fastapi.testclient import TestClient
+
+from gpupool.auth.tokens import revoke_token
+from support.apikit import Api
+
+PAGES = ("/ui/", "/ui/teams", "/ui/jobs", "/ui/pools", "/ui/usage", "/ui/usage.csv")
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+def sign_in(api: Api, user: str) -> TestClient:
+    """A browser-like client of the same app with a session of ``user``."""
+    client = TestClient(api.client.app)
+    form = client.get("/ui/login")
+    csrf = CSRF.search(form.text)
+    assert csrf is not None, form.text
+    answer = client.post(
+        "/ui/login",
+        data={"token": api.tokens[user], "csrf": csrf.group(1), "next": "/ui/jobs"},
+        follow_redirects=False,
+    )
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"] == "/ui/jobs"
+    return client
+
+
+def csrf_of(client: TestClient, path: str) -> str:
+    found = CSRF.search(client.get(path).text)
+    assert found is not None
+    return found.group(1)
+
+
+def test_pages_send_a_browser_without_a_session_to_sign_in(api: Api) -> None:
+    answer = api.client.get("/ui/jobs?team=team-a", follow_redirects=False)
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/ui/login?next=%2Fui%2Fjobs%3Fteam%3Dteam-a"
+
+
+def test_the_session_cookie_is_strict_httponly_and_holds_no_token(api: Api) -> None:
+    client = TestClient(api.client.app)
+    csrf = CSRF.search(client.get("/ui/login").text)
+    assert csrf is not None
+    answer = client.post(
+        "/ui/login",
+        data={"token": api.tokens["alice"], "csrf": csrf.group(1)},
+        follow_redirects=False,
+    )
+    cookie = next(
+        c for c in answer.headers.get_list("set-cookie") if c.startswith("gpupool_session=")
+    )
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie
+    assert "Secure" not in cookie  # plain HTTP here; over TLS it is Secure
+    secret = api.tokens["alice"].split("_", 2)[2]
+    assert secret not in cookie
+
+
+@dataclass
+class SignIn:
+    token: str  # "alice": alice's token; anything else is sent as is
+    with_csrf: bool
+    want_status: int
+    want_text: str
+
+
+SIGN_INS = [
+    pytest.param(SignIn("alice", True, 303, ""), id="valid token"),
+    pytest.param(SignIn("alice", False, 403, "form expired"), id="no CSRF token"),
+    pytest.param(SignIn("gpt_0000_nope", True, 401, "invalid API token"), id="unknown token"),
+    pytest.param(SignIn("not-a-token", True, 401, "Paste a gpupool API token"), id="not a token"),
+]
+
+
+@pytest.mark.parametrize("case", SIGN_INS)
+def test_sign_in_with_a_token(api: Api, case: SignIn) -> None:
+    client = TestClient(api.client.app)
+    csrf = CSRF.search(client.get("/ui/login").text)
+    assert csrf is not None
+    token = api.tokens.get(case.token, case.token)
+    form = {"token": token, **({"csrf": csrf.group(1)} if case.with_csrf else {})}
+    answer = client.post("/ui/login", data=form, follow_redirects=False)
+    assert answer.status_code == case.want_status, answer.text
+    assert case.want_text in answer.text
+    assert token not in answer.text
+
+
+def test_a_member_sees_their_teams_jobs_only(api: Api) -> None:
+    mine = api.submit("alice", name="alices-job")["id"]
+    theirs = api.submit("bob", name="bobs-job")["id"]
+    client = sign_in(api, "alice")
+    page = client.get("/ui/jobs").text
+    assert mine in page and theirs not in page
+    assert client.get(f"/ui/jobs/{theirs}").status_code == 403
+    assert "team-b" not in client.get("/ui/teams").text
+    assert client.get("/ui/jobs?team=team-b").status_code == 403
+
+
+@dataclass
+class Filter:
+    query: str
+    want: list[str]  # names of the jobs listed
+
+
+FILTERS = [
+    pytest.param(Filter("", ["a-t4", "a-h100", "c-h100"]), id="no filter"),
+    pytest.param(Filter("user=carol", ["c-h100"]), id="by user"),
+    pytest.param(Filter("gpu_type=t4", ["a-t4"]), id="by requested gpu type"),
+    pytest.param(Filter("status=cancelled", ["a-t4"]), id="by status"),
+    pytest.param(Filter("team=team-a&user=alice&gpu_type=h100", ["a-h100"]), id="combined"),
+]
+
+
+@pytest.mark.parametrize("case", FILTERS)
+def test_the_jobs_list_filters(api: Api, case: Filter) -> None:
+    api.submit("carol", name="c-h100", resources={"gpu_types": ["h100"]})
+    api.submit("alice", name="a-h100", resources={"gpu_types": ["h100"]})
+    cancelled = api.submit("alice", name="a-t4", resources={"gpu_types": ["t4"]})
+    api.client.post(f"/v1/jobs/{cancelled['id']}/cancel", headers=api.as_("alice"))
+    page = sign_in(api, "admin").get(f"/ui/jobs?{case.query}").text
+    listed = re.findall(
+        r'<tr class="job" data-team="[^"]+"><td><a [^>]+>[^<]+</a></td><td>([^<]+)', page
+    )
+    assert listed == case.want
+
+
+@dataclass
+class Cancel:
+    user: str
+    with_csrf: bool
+    want_status: int
+
+
+CANCELS = [
+    pytest.param(Cancel("alice", True, 303), id="member cancels"),
+    pytest.param(Cancel("alice", False, 403), id="member without CSRF token: 403"),
+    pytest.param(Cancel("vera", True, 403), id="viewer forcing a cancel: 403"),
+    pytest.param(Cancel("admin", True, 303), id="platform admin cancels"),
+]
+
+
+@pytest.mark.parametrize("case", CANCELS)
+def test_cancel(api: Api, case: Cancel) -> None:
+    job = api.submit("alice")["id"]  # no controller runs here: it stays queued
+    client = sign_in(api, case.user)
+    page = client.get(f"/ui/jobs/{job}").text
+    assert ('id="cancel"' in page) == (case.user != "vera")
+    form = {"csrf": csrf_of(client, f"/ui/jobs/{job}")} if case.with_csrf else {}
+    answer = client.post(f"/ui/jobs/{job}/cancel", data=form, follow_redirects=False)
+    assert answer.status_code == case.want_status, answer.text
+    assert api.status(job) == ("cancelled" if case.want_status == 303 else "queued")
+    entry = api.client.get("/v1/audit", headers=api.as_("admin")).json()["items"][0]
+    assert (entry["action"], entry["actor"], entry["status"]) == (
+        "ui.job.cancel",
+        case.user,
+        case.want_status,
+    )
+
+
+def test_logout_ends_the_session_even_for_a_copy_of_the_cookie(api: Api) -> None:
+    client = sign_in(api, "alice")
+    copy = TestClient(api.client.app, cookies=dict(client.cookies))
+    answer = client.post(
+        "/ui/logout", data={"csrf": csrf_of(client, "/ui/")}, follow_redirects=False
+    )
+    assert answer.status_code == 303
+    assert copy.get("/ui/", follow_redirects=False).status_code == 303
+
+
+def test_revoking_the_token_ends_its_sessions(api: Api) -> None:
+    client = sign_in(api, "alice")
+    assert client.get("/ui/", follow_redirects=False).status_code == 200
+    with api.runtime.sessions.begin() as session:
+        revoke_token(session, api.tokens["alice"], api.runtime.clock.now())
+    assert client.get("/ui/", follow_redirects=False).status_code == 303
+
+
+def test_no_page_shows_a_token(api: Api) -> None:
+    api.submit("alice", env={"NOTE": "x"})
+    client = sign_in(api, "admin")
+    secrets = [t.split("_", 2)[2] for t in api.tokens.values()]
+    for path in (*PAGES, "/ui/audit", "/ui/login"):
+        answer = client.get(path)
+        assert answer.status_code == 200, path
+        assert not any(s in answer.text for s in secrets), path
+        assert "default-src 'self'" in answer.headers["content-security-policy"]
+
+
+@dataclass
+class Audit:
+    user: str
+    want_status: int
+
+
+AUDITS = [
+    pytest.param(Audit("admin", 200), id="platform admin"),
+    pytest.param(Audit("carol", 200), id="team admin"),
+    pytest.param(Audit("alice", 403), id="member: 403"),
+]
+
+
+@pytest.mark.parametrize("case", AUDITS)
+def test_the_audit_page(api: Api, case: Audit) -> None:
+    api.submit("alice")
+    client = sign_in(api, case.user)
+    answer = client.get("/ui/audit?actor=alice")
+    assert answer.status_code == case.want_status
+    assert ('href="/ui/audit"' in client.get("/ui/").text) == (case.want_status == 200)
+    if case.want_status == 200:
+        assert "<td>alice</td><td>job.submit</td>" in answer.text
