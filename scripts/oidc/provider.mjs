@@ -205,7 +205,8 @@ function deviceAuthorization(res, form) {
 }
 
 function page(title, body) {
-  return `<!doctype html><html><head><title>${title}</title></head><body><h1>${title}</h1>${body}</body></html>`;
+  // An empty icon: a browser asks for /favicon.ico otherwise, and a 404 there is a console error.
+  return `<!doctype html><html><head><title>${title}</title><link rel="icon" href="data:,"></head><body><h1>${title}</h1>${body}</body></html>`;
 }
 
 function escapeHtml(text) {
