@@ -4,7 +4,7 @@
 and skips the test, saying how to get them, when it cannot. :class:`Browser` keeps what the
 tests check after every step: console messages at level SEVERE and requests that failed (a
 network error, or an answer of 400 or more), read from Chrome's own logs; and it saves a
-screenshot of each page at 1280×800.
+screenshot of each page at 1280x800.
 """
 
 from __future__ import annotations
