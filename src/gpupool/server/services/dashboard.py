@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import date, timedelta
 
+from gpupool.accounting import periods
 from gpupool.auth.principal import Principal
 from gpupool.controller.backoff import PoolHealth
 from gpupool.controller.clock import Clock
@@ -216,33 +217,34 @@ class DashboardService:
     # -- usage -----------------------------------------------------------------------------
 
     def usage(self, principal: Principal, team: str | None = None) -> UsageView:
-        """The last ``USAGE_DAYS`` days, day by day, per team and gpu type."""
+        """The last ``USAGE_DAYS`` days (of the accounting timezone), per team and gpu type."""
         report = self._usage.costs(principal, self.usage_query(team))
-        view = UsageView(report=report, days=[])
-        days: list[str] = []
+        first = self._first_day()
+        view = UsageView(
+            report=report,
+            days=[(first + timedelta(days=n)).isoformat() for n in range(USAGE_DAYS)],
+        )
         for row in report.rows:
-            day = row.period_start.date().isoformat()
-            if day not in days:
-                days.append(day)
             if row.team is None:  # idle capacity rows: not a team's use
                 continue
             key = f"{row.team}/{row.gpu_type}"
-            alloc, borrowed = view.series.setdefault(key, {}).get(day, (0.0, 0.0))
-            view.series[key][day] = (
+            alloc, borrowed = view.series.setdefault(key, {}).get(row.period, (0.0, 0.0))
+            view.series[key][row.period] = (  # a day's label is its ISO date
                 alloc + row.allocated_gpu_hours,
                 borrowed + row.borrowed_gpu_hours,
             )
             known = view.totals.get(key)
             view.totals[key] = row if known is None else _add(known, row)
-        view.days = sorted(days)
         view.budgets = self._budgets.show(principal, team).items
         return view
 
     def usage_query(self, team: str | None) -> ReportQuery:
         """The report the usage page shows (and its CSV download holds)."""
-        today = self._clock.now().date()
-        start = today - timedelta(days=USAGE_DAYS - 1)
-        return ReportQuery(team=team, start=start.isoformat(), period="day")
+        return ReportQuery(team=team, start=self._first_day().isoformat(), period="day")
+
+    def _first_day(self) -> date:
+        today = periods.local_date(self._clock.now(), self._config().accounting)
+        return today - timedelta(days=USAGE_DAYS - 1)
 
 
 def _add(a: CostRowOut, b: CostRowOut) -> CostRowOut:

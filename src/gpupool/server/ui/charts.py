@@ -92,7 +92,7 @@ def usage_bars(
         "<title>GPU-hours per day per team and gpu type (light: borrowed)</title>",
         f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
         'stroke="#888"/>',
-        f'<text x="0" y="{top + 10}" font-size="11" fill="#444">{most:.1f} h</text>',
+        f'<text x="0" y="{top + 10}" font-size="11" fill="#444">{most:.3g} h</text>',
         f'<text x="0" y="{top + plot_h}" font-size="11" fill="#444">0</text>',
     ]
     for i, day in enumerate(days):
