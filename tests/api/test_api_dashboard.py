@@ -215,3 +215,41 @@ def test_the_audit_page(api: Api, case: Audit) -> None:
     assert ('href="/ui/audit"' in client.get("/ui/").text) == (case.want_status == 200)
     if case.want_status == 200:
         assert "<td>alice</td><td>job.submit</td>" in answer.text
+
+
+def test_over_tls_the_session_cookie_is_secure(api: Api) -> None:
+    client = TestClient(api.client.app, base_url="https://testserver")
+    csrf = CSRF.search(client.get("/ui/login").text)
+    assert csrf is not None
+    answer = client.post(
+        "/ui/login",
+        data={"token": api.tokens["alice"], "csrf": csrf.group(1)},
+        follow_redirects=False,
+    )
+    cookies = answer.headers.get_list("set-cookie")
+    assert any(c.startswith("gpupool_session=") and "Secure" in c for c in cookies), cookies
+
+
+def test_the_overview_lists_preemptions_of_the_readers_teams(api: Api) -> None:
+    from gpupool.state import jobs
+
+    mine = str(api.submit("alice", name="alices-victim")["id"])
+    theirs = str(api.submit("bob", name="bobs-victim")["id"])
+    with api.runtime.sessions.begin() as session:
+        for job in (mine, theirs):
+            jobs.add_event(session, job, api.runtime.clock.now(), "preempting", "yields to j-x")
+    page = sign_in(api, "alice").get("/ui/").text
+    assert "alices-victim" in page and "bobs-victim" not in page
+    assert "yields to j-x" in page
+
+
+def test_a_finished_jobs_status_stream_says_so_and_ends(api: Api) -> None:
+    job = str(api.submit("alice")["id"])
+    api.client.post(f"/v1/jobs/{job}/cancel", headers=api.as_("alice"))
+    client = sign_in(api, "alice")
+    answer = client.get(f"/ui/jobs/{job}/status/stream")
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    assert answer.text == "event: status\ndata: cancelled\n\nevent: end\ndata: \n\n"
+    log = client.get(f"/ui/jobs/{job}/log/stream")
+    assert log.headers["content-type"].startswith("text/event-stream")
+    assert log.text == "event: end\ndata: \n\n"  # it never ran: no output, and over

@@ -125,7 +125,13 @@ def usage_bars(
         colour = PALETTE[n % len(PALETTE)]
         parts.append(f'<rect x="{x}" y="{y - 10}" width="12" height="12" fill="{colour}"/>')
         parts.append(f'<text x="{x + 16}" y="{y}" font-size="12" fill="#222">{escape(key)}</text>')
-    if not keys:
+    if keys:
+        y = top + 14 + len(keys) * 18 + 6
+        parts.append(
+            f'<text x="{left + plot_w + 16}" y="{y}" font-size="11" fill="#666">'
+            "lighter: borrowed</text>"
+        )
+    else:
         parts.append(
             f'<text x="{left + 10}" y="{top + plot_h / 2:.0f}" font-size="13" fill="#666">'
             "no GPU use recorded in these days</text>"
