@@ -169,8 +169,19 @@ def test_vera_a_viewer_gets_no_cancel_button_and_a_forced_cancel_is_refused(
 
 
 def test_admin_sees_every_team_and_the_audit_log(server: ServerProcess, browser: Browser) -> None:
+    # A cluster with some life in it, for the screenshots (the README shows two of them).
+    sleeper = ["sleep", "20"]
+    running = [
+        submit(server, "bob", name="bert-finetune", command=sleeper, resources={"gpus": 2}),
+        submit(server, "alice", name="llm-eval", command=sleeper, resources={"gpu_types": ["t4"]}),
+        submit(server, "carol", name="vision-sweep", command=sleeper, resources={"gpus": 2}),
+    ]
+    submit(server, "alice", name="waits-for-h100", resources={"gpus": 2, "gpu_types": ["h100"]})
     submit(server, "bob", name="bobs-job")
+    for job in running:
+        wait_for(lambda job=job: status(server, job) == "running", 60, f"{job} to run")
     sign_in(browser, server, "admin")
+    browser.shot("overview-as-admin")
     browser.open(f"{server.url}/ui/teams")
     for team in ("team-a", "team-b", "team-c"):
         assert browser.exists(f"#team-{team}"), team
