@@ -39,7 +39,17 @@ def install(app: FastAPI, runtime: Any) -> None:
     app.include_router(pages.router)
 
     @app.exception_handler(web.SignInRequired)
-    async def _sign_in(_: Request, exc: web.SignInRequired) -> Response:
+    async def _sign_in(request: Request, exc: web.SignInRequired) -> Response:
+        if request.method not in ("GET", "HEAD"):
+            # A form sent without a session changes nothing: refused (and audited) as such,
+            # not redirected as if it had worked.
+            return web.render(
+                request,
+                "error.html",
+                status_code=401,
+                code=401,
+                message="You are not signed in (or your session ended); sign in and retry.",
+            )
         return web.redirect("/ui/login?" + urlencode({"next": web.safe_next(exc.next_path)}))
 
     api_handler = app.exception_handlers[GpupoolError]
