@@ -253,3 +253,20 @@ def test_a_finished_jobs_status_stream_says_so_and_ends(api: Api) -> None:
     log = client.get(f"/ui/jobs/{job}/log/stream")
     assert log.headers["content-type"].startswith("text/event-stream")
     assert log.text == "event: end\ndata: \n\n"  # it never ran: no output, and over
+
+
+def test_live_streams_are_bounded_per_user(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpupool.server.ui import live
+
+    monkeypatch.setattr(live, "OVERVIEW_S", 0.0)  # each stream ends at once
+    client = sign_in(api, "alice")
+    slots = api.client.app.state.ui_streams  # type: ignore[attr-defined]
+    for _ in range(slots.per_user):
+        slots.take("alice")  # as many streams as allowed are open
+    refused = client.get("/ui/live/overview")
+    assert refused.status_code == 429
+    assert "GPUPOOL_LOG_FOLLOWERS_PER_USER" in refused.text
+    assert sign_in(api, "bob").get("/ui/live/overview").status_code == 200  # per user
+    slots.give_back("alice")
+    answer = client.get("/ui/live/overview")
+    assert answer.status_code == 200 and slots.open("alice") == slots.per_user - 1

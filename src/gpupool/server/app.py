@@ -41,7 +41,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.state.log_followers = FollowerSlots(limits.log_followers_per_user)
     errors.install(app)
     docs.install(app)
-    ui.install(app, runtime)  # the web dashboard at /ui
+    ui.install(app, runtime)  # the web dashboard at /ui (after errors: it wraps their handler)
     app.include_router(health.router)
     app.include_router(jobs.router)
     app.include_router(arrays.router)

@@ -23,6 +23,7 @@ from fastapi.staticfiles import StaticFiles
 from gpupool.core.errors import GpupoolError
 from gpupool.data.redaction import redact
 from gpupool.server.errors import STATUS_BY_ERROR
+from gpupool.server.services.logs import FollowerSlots
 from gpupool.server.ui import live, pages, signin, web
 from gpupool.server.ui.sessions import SessionCodec
 
@@ -30,6 +31,12 @@ SESSION_PURPOSE = b"dashboard-sessions"
 
 
 def install(app: FastAPI, runtime: Any) -> None:
+    # The status and overview streams of one user, bounded like their log followers.
+    app.state.ui_streams = FollowerSlots(
+        app.state.log_followers.per_user,
+        what="has {n} live dashboard pages open",
+        hint="close a dashboard tab",
+    )
     signer = getattr(runtime, "signer", None)
     if signer is not None:
         app.state.ui_sessions = SessionCodec(signer.derived_key(SESSION_PURPOSE))

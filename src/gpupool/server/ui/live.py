@@ -9,12 +9,15 @@
 * ``/ui/live/overview``: every few seconds, queued and running jobs per team the principal
   reads and GPUs allocated per pool, as one JSON ``counts`` event; the overview page updates
   its numbers in place. It ends after ``OVERVIEW_S`` (the browser reconnects on its own).
+
+The status and overview streams of one user are bounded like log followers: at most
+``GPUPOOL_LOG_FOLLOWERS_PER_USER`` at once (``app.state.ui_streams``), 429 past it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 
 import anyio
@@ -63,15 +66,28 @@ def log_stream(
     lines = follow(
         partial(runtime.jobs.log_target, principal, job_id), partial(read_log, runtime), 0
     )
-    response = FollowResponse(_log_events(lines), partial(slots.give_back, principal.user))
-    response.media_type = "text/event-stream"
+    return _sse(_log_events(lines), partial(slots.give_back, principal.user))
+
+
+def _sse(events: AsyncIterator[bytes], release: Callable[[], None]) -> StreamingResponse:
+    """An event stream that gives its slot back however it ends."""
+    response = FollowResponse(events, release)
     response.headers.update(SSE_HEADERS)
     response.headers["content-type"] = "text/event-stream; charset=utf-8"
     return response
 
 
+def _slot(request: Request, user: str) -> Callable[[], None]:
+    """Take one of the user's dashboard stream slots (429 past the limit); its release."""
+    slots: FollowerSlots = request.app.state.ui_streams
+    slots.take(user)
+    return partial(slots.give_back, user)
+
+
 @router.get("/jobs/{job_id}/status/stream", name="ui.job.status")
-def status_stream(runtime: RuntimeDep, job_id: str, s: web.SessionDep) -> StreamingResponse:
+def status_stream(
+    request: Request, runtime: RuntimeDep, job_id: str, s: web.SessionDep
+) -> StreamingResponse:
     _, principal = s
     runtime.jobs.get(principal, job_id)  # 404/403 now
 
@@ -88,11 +104,11 @@ def status_stream(runtime: RuntimeDep, job_id: str, s: web.SessionDep) -> Stream
                 return
             await anyio.sleep(STATUS_POLL_S)
 
-    return StreamingResponse(statuses(), media_type="text/event-stream", headers=SSE_HEADERS)
+    return _sse(statuses(), _slot(request, principal.user))
 
 
 @router.get("/live/overview", name="ui.live.overview")
-def overview_stream(runtime: RuntimeDep, s: web.SessionDep) -> StreamingResponse:
+def overview_stream(request: Request, runtime: RuntimeDep, s: web.SessionDep) -> StreamingResponse:
     _, principal = s
 
     def counts() -> str:
@@ -113,4 +129,4 @@ def overview_stream(runtime: RuntimeDep, s: web.SessionDep) -> StreamingResponse
             yield event("counts", await anyio.to_thread.run_sync(counts))
             await anyio.sleep(OVERVIEW_EVERY_S)
 
-    return StreamingResponse(ticks(), media_type="text/event-stream", headers=SSE_HEADERS)
+    return _sse(ticks(), _slot(request, principal.user))

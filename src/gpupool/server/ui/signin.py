@@ -15,6 +15,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from gpupool.core.errors import Forbidden, GpupoolError, Unauthenticated
 from gpupool.core.tokens import PREFIX
@@ -112,7 +113,7 @@ async def login(request: Request, runtime: RuntimeDep) -> Response:
             status=401,
         )
     try:
-        principal = runtime.auth.authenticate(token)
+        principal = await run_in_threadpool(runtime.auth.authenticate, token)
     except Unauthenticated as exc:
         return _login_page(request, runtime, next_path, exc.message, status=401)
     request.state.principal = principal
