@@ -270,3 +270,20 @@ def test_live_streams_are_bounded_per_user(api: Api, monkeypatch: pytest.MonkeyP
     slots.give_back("alice")
     answer = client.get("/ui/live/overview")
     assert answer.status_code == 200 and slots.open("alice") == slots.per_user - 1
+
+
+def test_a_queued_jobs_page_says_how_many_of_its_team_come_first(api: Api) -> None:
+    first = str(api.submit("alice", name="first")["id"])
+    urgent = str(api.submit("carol", name="urgent", priority_class="inference")["id"])
+    last = str(api.submit("alice", name="last")["id"])
+    api.submit("bob", name="other-team")  # another team's queue: not counted
+    client = sign_in(api, "alice")
+    said = {
+        job: re.search(r'<p id="queue-position">([^<]+)</p>', client.get(f"/ui/jobs/{job}").text)
+        for job in (first, urgent, last)
+    }
+    assert {job: m.group(1) if m else None for job, m in said.items()} == {
+        urgent: "First in team-a's queue.",
+        first: "1 queued job of team-a comes before it (higher priority, or submitted earlier).",
+        last: "2 queued jobs of team-a come before it (higher priority, or submitted earlier).",
+    }

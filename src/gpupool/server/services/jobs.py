@@ -384,6 +384,12 @@ class JobService:
             reasons=reasons if row.status == JobStatus.QUEUED else [],
         )
 
+    def ahead(self, principal: Principal, job_id: str) -> int | None:
+        """How many queued jobs of its team come before a queued job (None: not queued)."""
+        with self._sessions() as session:
+            row = self._readable(session, principal, job_id)
+            return queue.ahead_of(session, row) if row.status == JobStatus.QUEUED else None
+
     def _backend_wait(self, row: JobRow) -> str | None:
         """For an admitted job whose pool's backend cannot be reached: that, and when it is
         tried again (None otherwise). It keeps its place and its GPUs meanwhile."""

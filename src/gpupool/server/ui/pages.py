@@ -109,6 +109,7 @@ def job(request: Request, runtime: RuntimeDep, job_id: str, s: web.SessionDep) -
         job=found,
         events=runtime.jobs.timeline(principal, job_id),
         why=runtime.jobs.why(principal, job_id),
+        ahead=runtime.jobs.ahead(principal, job_id),
         can_cancel=principal.can(Action.MUTATE, found.team),
         finished=found.status in TERMINAL,
     )
