@@ -105,7 +105,7 @@ def test_csrf_tokens_belong_to_one_session() -> None:
 
 def test_the_oidc_round_trip_cookie_expires_after_the_sign_in_window() -> None:
     clock = Clock()
-    cookie = codec(clock).oidc_flow("state", "verifier", "", "/ui/jobs")
+    cookie = codec(clock).oidc_flow("state", "verifier", "/ui/jobs")
     flow = codec(clock).oidc_flow_of(cookie)
     assert flow is not None and (flow["state"], flow["next"]) == ("state", "/ui/jobs")
     clock.now += PRE_AGE_S

@@ -90,7 +90,7 @@ def jobs(
         principal=principal,
         page=page,
         filters=filters,
-        first_page=cursor is not None,
+        paged=cursor is not None,
         teams=principal.readable_teams(sorted(config.teams)),
         statuses=SHOWN_STATUSES,
         gpu_types=sorted(config.gpu_types),
@@ -189,5 +189,5 @@ def audit(
         principal=principal,
         page=page,
         where=where,
-        first_page=cursor is not None,
+        paged=cursor is not None,
     )

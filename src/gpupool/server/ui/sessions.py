@@ -31,6 +31,7 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 MAX_AGE_S = 8 * 3600  # the longest a dashboard session lives, whatever made it
@@ -80,7 +81,7 @@ def _unb64(text: str) -> bytes:
 class SessionCodec:
     """Signs and reads the dashboard's cookies; derives CSRF tokens."""
 
-    def __init__(self, server_key: bytes, now: object = time.time) -> None:
+    def __init__(self, server_key: bytes, now: Callable[[], float] = time.time) -> None:
         self._key = hmac.new(server_key, _PURPOSE, hashlib.sha256).digest()
         self._now = now
         self.revoked = Revoked()
@@ -89,7 +90,7 @@ class SessionCodec:
         return "SessionCodec(<key hidden>)"
 
     def _time(self) -> int:
-        return int(self._now())  # type: ignore[operator]
+        return int(self._now())
 
     def _sign(self, label: str, payload: dict[str, object]) -> str:
         body = _b64(json.dumps([label, payload], separators=(",", ":")).encode())
@@ -176,14 +177,13 @@ class SessionCodec:
         payload = self._open("pre", cookie)
         return None if payload is None else str(payload.get("sid"))
 
-    def oidc_flow(self, state: str, verifier: str, nonce: str, next_path: str) -> str:
+    def oidc_flow(self, state: str, verifier: str, next_path: str) -> str:
         """The OIDC round trip's secrets, kept by the browser (HttpOnly) and signed."""
         return self._sign(
             "oidc",
             {
                 "state": state,
                 "verifier": verifier,
-                "nonce": nonce,
                 "next": next_path,
                 "exp": self._time() + PRE_AGE_S,
             },

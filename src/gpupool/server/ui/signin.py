@@ -147,7 +147,7 @@ def oidc_start(
     response = web.redirect(target)
     response.set_cookie(
         OIDC_COOKIE,
-        web.codec(request).oidc_flow(state, verifier, "", web.safe_next(next_)),
+        web.codec(request).oidc_flow(state, verifier, web.safe_next(next_)),
         max_age=PRE_AGE_S,
         path=OIDC_PATH,
         httponly=True,
