@@ -27,6 +27,8 @@ from support.browser import Browser, chromium_paths, start_browser
 from support.oidc_provider import Provider, start_provider
 from support.server import ServerProcess, wait_for
 
+# The first test may install Chromium (apt) and the OIDC provider (npm) in its fixtures.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.yaml"
 WEB_CLIENT = "gpupool-web"
 # Prints a numbered line twice a second for a minute: long enough to watch, short to cancel.
