@@ -2,18 +2,20 @@
 
 Builds a server in process (``build_runtime`` + ``create_app``, SQLite in a temporary
 directory) on the demo configuration, stores ``--jobs`` jobs in bulk as the job service would
-(three teams, five users, both gpu types, every status, a tenth of them tasks of arrays),
+(three teams, five users, both gpu types, every status, a tenth of them tasks of arrays;
+an event or two each, and a preemption every twentieth placed job),
 signs in as the platform admin through the sign-in form, and then renders, ``--repeat`` times
 each after one warm-up:
 
 * ``first_page``: the first page of every team's jobs;
 * ``filtered``: team, status, user and gpu type filters together;
-* ``deep_page``: the page after ``--pages`` pages (following each page's cursor).
+* ``deep_page``: the page after ``--pages`` pages (following each page's cursor);
+* beside them, ``overview`` (``/ui/``) and ``job`` (one job's page).
 
 The time is the whole request inside the server (routing, session check, service, store,
 template), measured with ``time.perf_counter`` around the in-process ASGI call: no network.
-Each case reports ``p50_ms``, ``p95_ms`` and ``max_ms``; ``met`` is whether every case's p95 is
-within the target (``--target-ms``, 300).
+Each case reports ``p50_ms``, ``p95_ms`` and ``max_ms``; ``met`` is whether the jobs list's
+three cases have their p95 within the target (``--target-ms``, 300).
 
 Usage: python bench/dashboard.py [--json] [--jobs 10000] [--repeat 20] [--pages 20]
 """
@@ -44,8 +46,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def fill(runtime: Any, count: int, seed: int = 7) -> float:
-    """``count`` jobs in one transaction, as the job service stores them; returns seconds."""
+def fill(runtime: Any, count: int, seed: int = 7) -> tuple[float, str]:
+    """``count`` jobs in one transaction, as the job service stores them; returns the seconds
+    it took and the id of the newest job."""
     from gpupool.state import jobs
 
     rng = random.Random(seed)
@@ -93,7 +96,12 @@ def fill(runtime: Any, count: int, seed: int = 7) -> float:
         )
     with runtime.sessions.begin() as session:
         jobs.add_many(session, rows)
-    return time.perf_counter() - start
+        ids = [row["id"] for row in rows]
+        jobs.add_events(session, ids, t0, "submitted", "by bench")
+        placed = [row["id"] for row in rows if row["pool"] is not None]
+        jobs.add_events(session, placed, t0, "admitted", "attempt 1")
+        jobs.add_events(session, placed[::20], t0, "preempting", "yields to j-bench: priority")
+    return time.perf_counter() - start, ids[-1]
 
 
 def signed_in(client: Any, token: str) -> None:
@@ -147,12 +155,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             Settings(home=home, database_url=sqlite_url(home)), load_config(DEMO)
         )
         try:
-            fill_s = fill(runtime, args.jobs)
+            fill_s, last_job = fill(runtime, args.jobs)
             with runtime.sessions.begin() as session:
                 token = create_token(session, "admin", runtime.clock.now()).secret
             with TestClient(create_app(runtime)) as client:
                 signed_in(client, token)
                 cases = {
+                    "overview": "/ui/",
+                    "job": f"/ui/jobs/{last_job}",
                     "first_page": "/ui/jobs",
                     "filtered": "/ui/jobs?team=team-a&status=running&user=alice&gpu_type=h100",
                     "deep_page": deep_path(client, args.pages),
@@ -168,7 +178,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "fill_s": round(fill_s, 2),
         "cases": results,
         "target_ms": args.target_ms,
-        "met": all(r["p95_ms"] <= args.target_ms for r in results.values()),
+        # The target is the jobs list's; the other pages are measured beside it.
+        "met": all(
+            results[case]["p95_ms"] <= args.target_ms
+            for case in ("first_page", "filtered", "deep_page")
+        ),
     }
 
 

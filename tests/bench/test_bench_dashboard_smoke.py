@@ -30,7 +30,7 @@ def test_the_jobs_list_bench_reports_each_case() -> None:
     )
     result = json.loads(done.stdout)
     assert (result["jobs"], result["store"]) == (300, "sqlite")
-    assert sorted(result["cases"]) == ["deep_page", "filtered", "first_page"]
+    assert sorted(result["cases"]) == ["deep_page", "filtered", "first_page", "job", "overview"]
     assert "cursor=" in result["deep_path"]  # two pages were followed
     for case in result["cases"].values():
         assert 0 < case["p50_ms"] <= case["p95_ms"] <= case["max_ms"]
