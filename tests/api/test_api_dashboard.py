@@ -287,3 +287,18 @@ def test_a_queued_jobs_page_says_how_many_of_its_team_come_first(api: Api) -> No
         first: "1 queued job of team-a comes before it (higher priority, or submitted earlier).",
         last: "2 queued jobs of team-a come before it (higher priority, or submitted earlier).",
     }
+
+
+@pytest.mark.parametrize(
+    ("user", "want"),
+    [
+        pytest.param("alice", ["team-a"], id="member: their team"),
+        pytest.param("audra", ["team-a", "team-b", "team-c"], id="auditor: every team"),
+    ],
+)
+def test_the_usage_page_offers_the_teams_whose_usage_one_reads(
+    api: Api, user: str, want: list[str]
+) -> None:
+    page = sign_in(api, user).get("/ui/usage").text
+    form = page.split('<select name="team">', 1)[1].split("</select>", 1)[0]
+    assert re.findall(r"<option(?: selected)?>([^<]+)</option>", form) == want

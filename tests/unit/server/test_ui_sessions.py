@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -110,3 +111,16 @@ def test_the_oidc_round_trip_cookie_expires_after_the_sign_in_window() -> None:
     assert flow is not None and (flow["state"], flow["next"]) == ("state", "/ui/jobs")
     clock.now += PRE_AGE_S
     assert codec(clock).oidc_flow_of(cookie) is None
+
+
+def test_a_session_keeps_the_groups_that_fit_or_those_that_give_a_role() -> None:
+    from gpupool.server.ui.signin import kept_groups
+    from gpupool.spec.load import load_config
+
+    config = load_config(Path(__file__).resolve().parents[3] / "examples" / "demo.yaml")
+    few = frozenset({"TeamA", "Staff"})
+    assert kept_groups(few, config) == ("Staff", "TeamA")
+    many = frozenset({f"group-{n:04d}-of-a-large-directory" for n in range(200)} | {"TeamB"})
+    assert kept_groups(many, config) == ("TeamB",)
+    made = codec().new("dave", "oidc", "jwt:1", kept_groups(many, config), None)
+    assert len(codec().dump(made)) < 4000

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from gpupool.auth.principal import Action
+from gpupool.auth.principal import Action, Principal
 from gpupool.core.errors import Forbidden
 from gpupool.core.jobs import SHOWN_STATUSES, TERMINAL
 from gpupool.server.deps import RuntimeDep
@@ -25,6 +25,11 @@ from gpupool.server.usage_csv import summary_csv
 router = APIRouter(prefix="/ui", include_in_schema=False)
 PAGE = 50
 Text = Annotated[str | None, Query(max_length=200)]
+
+
+def usage_teams(principal: Principal, teams: list[str]) -> list[str]:
+    """The teams whose usage ``principal`` reads (an auditor: every team)."""
+    return [t for t in teams if principal.reads_usage_of(t)]
 
 
 def _blank(value: str | None) -> str | None:
@@ -148,7 +153,7 @@ def usage(
         principal=principal,
         view=view,
         team=_blank(team),
-        teams=principal.readable_teams(sorted(runtime.current_config().teams)),
+        teams=usage_teams(principal, sorted(runtime.current_config().teams)),
         chart=charts.usage_bars(view.days, view.series),
     )
 

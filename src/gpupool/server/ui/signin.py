@@ -31,9 +31,26 @@ from gpupool.server.ui.sessions import (
     PRE_COOKIE,
     UiSession,
 )
+from gpupool.spec.models import ClusterConfig
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 OIDC_PATH = "/ui/oidc"
+# Browsers drop cookies past about 4 KB: a token's groups beyond this are cut to those that
+# give a role here.
+MAX_GROUP_CHARS = 2000
+
+
+def kept_groups(groups: frozenset[str], config: ClusterConfig) -> tuple[str, ...]:
+    """The groups a session keeps: all of the token's, or, when they would not fit in a
+    cookie, those the configuration names (teams' groups, platform admin groups). A group
+    a later configuration starts to name then counts from the next sign-in."""
+    ordered = tuple(sorted(groups))
+    if sum(len(g) + 3 for g in ordered) <= MAX_GROUP_CHARS:
+        return ordered
+    named = set(config.platform_admin_groups)
+    for team in config.teams.values():
+        named.update(team.groups)
+    return tuple(g for g in ordered if g in named)
 
 
 def _oidc(request: Request, runtime: Runtime) -> OidcWebClient | None:
@@ -188,8 +205,9 @@ def oidc_callback(
             return _login_page(request, runtime, "/ui/", exc.message, status=401)
         raise
     request.state.principal = principal
+    groups = kept_groups(identity.groups, runtime.current_config())
     session = web.codec(request).new(
-        identity.user, "oidc", identity.token_id, tuple(sorted(identity.groups)), identity.expires
+        identity.user, "oidc", identity.token_id, groups, identity.expires
     )
     next_path = web.safe_next(str(flow.get("next") or "/ui/"))
     response = web.render(request, "signed_in.html", next_path=next_path)
