@@ -147,6 +147,8 @@ def test_alice_sees_her_team_follows_a_log_and_cancels(
 def test_vera_a_viewer_gets_no_cancel_button_and_a_forced_cancel_is_refused(
     server: ServerProcess, browser: Browser
 ) -> None:
+    from selenium.webdriver.common.by import By
+
     job = submit(server, "alice", name="waits", resources={"gpus": 4, "gpu_types": ["h100"]})
     sign_in(browser, server, "vera")
     browser.open(f"{server.url}/ui/jobs/{job}")
@@ -166,6 +168,10 @@ def test_vera_a_viewer_gets_no_cancel_button_and_a_forced_cancel_is_refused(
     )
     assert forced.status_code == 403, forced.text
     assert status(server, job) != "cancelled"
+    browser.driver.find_element(By.ID, "logout").click()
+    browser.wait(lambda: "/ui/login" in browser.driver.current_url, what="the sign-in page")
+    browser.open(f"{server.url}/ui/jobs/{job}")
+    assert "/ui/login" in browser.driver.current_url  # signed out: the session is gone
     with server.client("admin") as client:  # leave the demo's h100 quota free for the others
         client.post(f"/v1/jobs/{job}/cancel")
 
@@ -184,6 +190,15 @@ def test_admin_sees_every_team_and_the_audit_log(server: ServerProcess, browser:
         wait_for(lambda job=job: status(server, job) == "running", 60, f"{job} to run")
     sign_in(browser, server, "admin")
     browser.shot("overview-as-admin")
+    # The overview's counts follow the queue without a reload.
+    queued = browser.text('[data-key="queued-team-c"]')
+    submit(
+        server, "admin", team="team-c", name="waits-too", resources={"gpus": 4, "gpu_types": ["t4"]}
+    )
+    browser.wait(
+        lambda: browser.text('[data-key="queued-team-c"]') == str(int(queued) + 1),
+        what="the live pending count",
+    )
     browser.open(f"{server.url}/ui/teams")
     for team in ("team-a", "team-b", "team-c"):
         assert browser.exists(f"#team-{team}"), team
