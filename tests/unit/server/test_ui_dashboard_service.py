@@ -63,11 +63,8 @@ class Teams:
     teams: list[TeamOut]
     pool_list: list[PoolOut] = field(default_factory=list)
 
-    def list(self, principal: Principal) -> TeamList:
+    def list(self, principal: Principal, with_members: bool = False) -> TeamList:
         return TeamList(items=self.teams)
-
-    def get(self, principal: Principal, name: str) -> TeamOut:
-        return next(t for t in self.teams if t.name == name)
 
     def pools(self, principal: Principal) -> PoolList:
         return PoolList(items=self.pool_list)

@@ -180,7 +180,7 @@ class DashboardService:
 
     def teams(self, principal: Principal) -> tuple[list[TeamView], list[CohortView]]:
         config = self._config()
-        shown = [self._teams.get(principal, t.name) for t in self._teams.list(principal).items]
+        shown = self._teams.list(principal, with_members=True).items
         lent = _lent(shown)
         weights = sum(t.weight for t in config.teams.values()) or 1.0
         views = []
