@@ -43,15 +43,25 @@ def event(kind: str, data: str) -> bytes:
     return (f"event: {kind}\n" + "".join(f"data: {line}\n" for line in lines) + "\n").encode()
 
 
-async def _log_events(lines: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+def shown_line(line: str) -> str:
+    """A log line as a terminal leaves it: a carriage return (a progress bar redrawing itself)
+    starts the line again. SSE would read a CR as the end of the event's line and drop the
+    rest, so none is sent."""
+    parts = [part for part in line.split("\r") if part]
+    return parts[-1] if parts else ""
+
+
+async def log_events(lines: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """One ``log`` event per line of ``lines`` (bytes as the follower yields them), then
+    ``end``."""
     pending = ""
     async for chunk in lines:
         text = pending + chunk.decode("utf-8", "replace")
         *whole, pending = text.split("\n")
         for line in whole:
-            yield event("log", line)
+            yield event("log", shown_line(line))
     if pending:
-        yield event("log", pending)
+        yield event("log", shown_line(pending))
     yield event("end", "")
 
 
@@ -66,7 +76,7 @@ def log_stream(
     lines = follow(
         partial(runtime.jobs.log_target, principal, job_id), partial(read_log, runtime), 0
     )
-    return _sse(_log_events(lines), partial(slots.give_back, principal.user))
+    return _sse(log_events(lines), partial(slots.give_back, principal.user))
 
 
 def _sse(events: AsyncIterator[bytes], release: Callable[[], None]) -> StreamingResponse:
