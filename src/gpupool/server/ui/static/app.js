@@ -12,6 +12,13 @@ function follow(url, handlers) {
     source.close();
     if (handlers.end) handlers.end();
   });
+  // A stream that breaks before its end is not reopened: it would start again from the
+  // beginning and repeat what the page already shows.
+  source.addEventListener("error", () => {
+    if (source.readyState === EventSource.CLOSED) return;
+    source.close();
+    if (handlers.lost) handlers.lost();
+  });
   return source;
 }
 
@@ -26,6 +33,9 @@ function followLog(pre) {
     end: () => {
       if (state) state.textContent = "(complete)";
       pre.dataset.complete = "true";
+    },
+    lost: () => {
+      if (state) state.textContent = "(connection lost: reload the page to follow again)";
     },
   });
 }
