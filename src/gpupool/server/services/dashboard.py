@@ -238,6 +238,10 @@ class DashboardService:
         view.budgets = self._budgets.show(principal, team).items
         return view
 
+    def usage_teams(self, principal: Principal) -> list[str]:
+        """The teams whose usage ``principal`` reads (an auditor: every team)."""
+        return [t for t in sorted(self._config().teams) if principal.reads_usage_of(t)]
+
     def usage_query(self, team: str | None) -> ReportQuery:
         """The report the usage page shows (and its CSV download holds)."""
         return ReportQuery(team=team, start=self._first_day().isoformat(), period="day")
