@@ -302,3 +302,13 @@ def test_the_usage_page_offers_the_teams_whose_usage_one_reads(
     page = sign_in(api, user).get("/ui/usage").text
     form = page.split('<select name="team">', 1)[1].split("</select>", 1)[0]
     assert re.findall(r"<option(?: selected)?>([^<]+)</option>", form) == want
+
+
+def test_pages_redact_what_a_job_was_sent_with(api: Api) -> None:
+    signed = "https://acct.blob.core.windows.net/c/x?sv=2024&sig=c2VjcmV0c2lnbmF0dXJl"
+    job = str(api.submit("alice", name="fetch", command=["curl", signed])["id"])
+    client = sign_in(api, "alice")
+    for path in ("/ui/jobs", f"/ui/jobs/{job}"):
+        page = client.get(path).text
+        assert "c2VjcmV0c2lnbmF0dXJl" not in page, path
+    assert "sig=[REDACTED]" in client.get(f"/ui/jobs/{job}").text

@@ -1,6 +1,7 @@
 """What every dashboard route shares: templates, the signed-in principal, CSRF, headers.
 
-Pages are Jinja2 templates rendered on the server with autoescaping on. Every answer carries
+Pages are Jinja2 templates rendered on the server with autoescaping on, and every string they
+show passes the redaction every other exit of gpupool uses. Every answer carries
 a strict Content-Security-Policy (scripts, styles and images from this server only, no
 inline script or style, no framing), ``no-store`` and ``no-referrer``, so a page's URL and
 contents are neither cached nor sent elsewhere.
@@ -15,19 +16,33 @@ from urllib.parse import parse_qs, urlencode
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 
 from gpupool.auth.principal import Principal
 from gpupool.core.errors import Forbidden, Unauthenticated
+from gpupool.data.redaction import redact
 from gpupool.server.deps import RuntimeDep
 from gpupool.server.runtime import Runtime
 from gpupool.server.ui.sessions import COOKIE, SessionCodec, UiSession
 
 HERE = Path(__file__).resolve().parent
+
+
+def _shown(value: object) -> object:
+    """Every plain string a page shows passes :func:`redact` (a command, a message or a job
+    name may hold a signed URL or a token; the API leaves such fields as they were sent,
+    pages do not). Markup the server made itself (the charts) is left as it is."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return redact(value)
+    return value
+
+
 TEMPLATES = Environment(
     loader=FileSystemLoader(HERE / "templates"),
     autoescape=select_autoescape(["html", "svg"]),
     trim_blocks=True,
     lstrip_blocks=True,
+    finalize=_shown,
 )
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
