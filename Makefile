@@ -78,6 +78,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/accounting.py --json > bench/results/accounting.json
 	$(BIN)/python bench/simulator.py --json > bench/results/simulator.json
 	$(BIN)/python bench/backends.py --jobs 40 --json > bench/results/backends.json
+	$(BIN)/python bench/dashboard.py --json > bench/results/dashboard.json
 	cat bench/results/*.json
 
 clean:

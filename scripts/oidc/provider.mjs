@@ -10,11 +10,15 @@
 //                             the client polls the token endpoint; it gets a refresh token
 //   refresh_token grant       for a refresh token of the device grant: a new access token with
 //                             the user's current groups, and a new refresh token (rotation)
+//   authorization_code grant  with PKCE (S256 only, RFC 7636): GET /authorize shows a sign-in
+//                             form, POST /authorize checks USERS_FILE and redirects back with
+//                             a one-time code; the token endpoint checks the code's client,
+//                             redirect_uri and code_verifier before it issues the user's token
 // Every access token gets `aud` = GPUPOOL_OIDC_AUDIENCE unless the request names another.
 // Device-flow timings are per client, from CLIENTS_FILE (re-read per request):
 //   {"<client_id>": {"interval": <s>, "expires_in": <s>}}; others get 5 s and 600 s.
 // Started by scripts/oidc/up.sh; not meant for production.
-import { randomBytes, randomUUID } from "node:crypto";
+import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { OAuth2Server } from "oauth2-mock-server";
@@ -71,6 +75,81 @@ server.service.on("beforeResponse", (response, req) => {
   }
 });
 
+// --- the authorization code grant with PKCE -----------------------------------------------
+const codes = new Map(); // code -> {user, clientId, redirectUri, challenge, scope, expiresAt}
+const CODE_TTL_MS = 60_000;
+const AUTHORIZE_FIELDS = ["client_id", "redirect_uri", "state", "scope", "code_challenge", "code_challenge_method"];
+
+function authorizeForm(params, error) {
+  const hidden = AUTHORIZE_FIELDS.map(
+    (name) => `<input type="hidden" name="${name}" value="${escapeHtml(params[name] ?? "")}">`,
+  ).join("");
+  return page(
+    "Sign in",
+    `${error ? `<p id="error">${escapeHtml(error)}</p>` : ""}<form method="post" action="/authorize">${hidden}
+<label>User <input name="username" id="username"></label>
+<label>Password <input name="password" id="password" type="password"></label>
+<button id="approve" name="action" value="approve">Sign in</button>
+</form>`,
+  );
+}
+
+function authorizeRequestError(params) {
+  if (params.response_type !== undefined && params.response_type !== "code") return "response_type must be code";
+  if (!params.client_id) return "client_id is required";
+  if (!params.redirect_uri) return "redirect_uri is required";
+  if (!params.code_challenge) return "code_challenge is required (PKCE)";
+  if (params.code_challenge_method !== "S256") return "code_challenge_method must be S256";
+  return null;
+}
+
+function authorize(res, params) {
+  const html = "text/html; charset=utf-8";
+  const problem = authorizeRequestError(params);
+  if (problem) return send(res, 400, page("Bad request", `<p>${escapeHtml(problem)}</p>`), html);
+  send(res, 200, authorizeForm(params), html);
+}
+
+function authorizeAnswer(res, form) {
+  const html = "text/html; charset=utf-8";
+  const problem = authorizeRequestError(form);
+  if (problem) return send(res, 400, page("Bad request", `<p>${escapeHtml(problem)}</p>`), html);
+  const user = users()[form.username];
+  if (user === undefined || user.password !== form.password) {
+    return send(res, 401, authorizeForm(form, "Unknown user or bad password."), html);
+  }
+  const code = randomBytes(32).toString("base64url");
+  codes.set(code, {
+    user: form.username,
+    clientId: form.client_id,
+    redirectUri: form.redirect_uri,
+    challenge: form.code_challenge,
+    scope: form.scope ?? "",
+    expiresAt: Date.now() + CODE_TTL_MS,
+  });
+  const target = new URL(form.redirect_uri);
+  target.searchParams.set("code", code);
+  if (form.state) target.searchParams.set("state", form.state);
+  res.writeHead(303, { Location: target.href, "Cache-Control": "no-store" });
+  res.end();
+}
+
+// The token endpoint's answer to a code (RFC 6749 §4.1.3 with RFC 7636 §4.6).
+async function redeemCode(req, res, form) {
+  const grant = codes.get(form.code);
+  codes.delete(form.code); // one use, whatever the outcome
+  if (!grant || Date.now() >= grant.expiresAt) return oauthError(res, "invalid_grant", "unknown or expired code");
+  if (grant.clientId !== form.client_id || grant.redirectUri !== form.redirect_uri) {
+    return oauthError(res, "invalid_grant", "the code was issued to another client or redirect_uri");
+  }
+  const verifier = String(form.code_verifier ?? "");
+  const challenge = createHash("sha256").update(verifier).digest("base64url");
+  if (verifier.length < 43 || challenge !== grant.challenge) {
+    return oauthError(res, "invalid_grant", "code_verifier does not match the code_challenge");
+  }
+  await issueUserTokens(req, res, grant.user, grant.clientId, grant.scope);
+}
+
 // --- the device authorization grant -------------------------------------------------------
 const devices = new Map(); // device_code -> {userCode, clientId, scope, expiresAt, interval, lastPoll, status, user}
 const userCodes = new Map(); // user_code (normalised) -> device_code
@@ -126,7 +205,8 @@ function deviceAuthorization(res, form) {
 }
 
 function page(title, body) {
-  return `<!doctype html><html><head><title>${title}</title></head><body><h1>${title}</h1>${body}</body></html>`;
+  // An empty icon: a browser asks for /favicon.ico otherwise, and a 404 there is a console error.
+  return `<!doctype html><html><head><title>${title}</title><link rel="icon" href="data:,"></head><body><h1>${title}</h1>${body}</body></html>`;
 }
 
 function escapeHtml(text) {
@@ -239,11 +319,18 @@ async function handle(req, res) {
   if (req.method === "POST" && url.pathname === "/device") {
     return verify(res, await readForm(req));
   }
+  if (req.method === "GET" && url.pathname === "/authorize") {
+    return authorize(res, Object.fromEntries(url.searchParams));
+  }
+  if (req.method === "POST" && url.pathname === "/authorize") {
+    return authorizeAnswer(res, await readForm(req));
+  }
   if (req.method === "POST" && url.pathname === "/token") {
     const form = await readForm(req);
     // A body read here is final: the mock's parsers see the request as finished and keep it.
     req.body = form;
     if (form.grant_type === DEVICE_GRANT) return pollDevice(req, res, form);
+    if (form.grant_type === "authorization_code") return redeemCode(req, res, form);
     if (form.grant_type === "refresh_token" && refreshTokens.has(form.refresh_token)) {
       const grant = refreshTokens.get(form.refresh_token);
       refreshTokens.delete(form.refresh_token);

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpupool.auth.directory import Directory
-from gpupool.auth.oidc import OidcValidator, looks_like_jwt
+from gpupool.auth.oidc import OidcIdentity, OidcValidator, looks_like_jwt
+from gpupool.auth.posix import PosixId
 from gpupool.auth.principal import Principal, principal_for
-from gpupool.auth.tokens import PREFIX, verify_token
+from gpupool.auth.tokens import PREFIX, verify_token, verify_token_id
 from gpupool.controller.clock import Clock
 from gpupool.core.errors import Unauthenticated
 from gpupool.spec.models import ClusterConfig
@@ -54,6 +55,36 @@ class Authenticator:
             identity = self._oidc.validate(bearer)
             user, token_id, claimed = identity.user, identity.token_id, identity.groups
             api_token, claimed_posix = False, identity.posix
+        return self._principal(config, user, token_id, claimed, api_token, claimed_posix)
+
+    def oidc_identity(self, token: str) -> OidcIdentity:
+        """Who an OIDC access token names (the dashboard's sign-in); refused as a bearer is."""
+        if self._oidc is None:
+            raise Unauthenticated("OIDC is not set up on this server (GPUPOOL_OIDC_ISSUER)")
+        return self._oidc.validate(token)
+
+    def for_session(self, kind: str, user: str, token_id: str, groups: frozenset[str]) -> Principal:
+        """The principal of a dashboard session (``server.ui.sessions``): an API-token session
+        is checked against its token's row on every request (revoked or expired: refused);
+        an OIDC session keeps the groups its token carried when it was made."""
+        config = self._config()
+        if kind == "token":
+            with self._sessions() as session:
+                verify_token_id(session, token_id, user, self._clock.now())
+            return self._principal(config, user, token_id, frozenset(), True, None)
+        if kind == "oidc" and self._oidc is not None:
+            return self._principal(config, user, token_id, groups, False, None)
+        raise Unauthenticated("this session is no longer valid here; sign in again")
+
+    def _principal(
+        self,
+        config: ClusterConfig,
+        user: str,
+        token_id: str,
+        claimed: frozenset[str],
+        api_token: bool,
+        claimed_posix: PosixId | None,
+    ) -> Principal:
         listed = self._directory.groups_of(user) if self._directory else frozenset[str]()
         if api_token and user not in config.users and not listed:
             # An API token of someone no longer in the configuration nor in any directory group.

@@ -34,6 +34,7 @@ class OidcIdentity:
     groups: frozenset[str]
     token_id: str  # "jwt:<jti>" or "jwt": for the audit trail, never the token itself
     posix: PosixId | None = None  # from the claims GPUPOOL_OIDC_UID_CLAIM ... name, if any
+    expires: int | None = None  # the token's exp (unix seconds)
 
 
 class SigningKeys(Protocol):
@@ -113,6 +114,7 @@ class OidcValidator:
             groups=_groups(claims.get(s.groups_claim)),
             token_id=f"jwt:{str(claims['jti'])[:32]}" if claims.get("jti") else "jwt",
             posix=from_claims(claims, ClaimNames(s.uid_claim, s.gid_claim, s.groups_gid_claim)),
+            expires=int(claims["exp"]) if isinstance(claims.get("exp"), int | float) else None,
         )
 
     def _user(self, claims: dict[str, Any]) -> str:

@@ -94,6 +94,19 @@ def verify_token(session: Session, bearer: str, now: datetime) -> TokenRow:
     return row
 
 
+def verify_token_id(session: Session, token_id: str, user: str, now: datetime) -> TokenRow:
+    """The row of the token ``token_id`` of ``user`` while it is still valid (a dashboard
+    session keeps a token's id, never its secret); ``Unauthenticated`` otherwise."""
+    row = _lookup(session, token_id)
+    if row is None or row.user != user:
+        raise Unauthenticated("the API token this session was made with no longer exists")
+    if row.revoked_at is not None:
+        raise Unauthenticated("the API token this session was made with was revoked")
+    if row.expires_at is not None and row.expires_at <= now:
+        raise Unauthenticated("the API token this session was made with has expired")
+    return row
+
+
 def _lookup(session: Session, token_id: str) -> TokenRow | None:
     """The token's row, from memory when read less than ``CACHE_S`` ago. Only rows of tokens
     not revoked are kept (a revoked one is read again, and refused, every time)."""

@@ -6,7 +6,7 @@ from fastapi import FastAPI
 
 from gpupool import __version__
 from gpupool.config import ServerLimits
-from gpupool.server import docs, errors
+from gpupool.server import docs, errors, ui
 from gpupool.server.audit import AuditMiddleware
 from gpupool.server.limits import BodyLimitMiddleware
 from gpupool.server.routes import (
@@ -41,6 +41,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.state.log_followers = FollowerSlots(limits.log_followers_per_user)
     errors.install(app)
     docs.install(app)
+    ui.install(app, runtime)  # the web dashboard at /ui (after errors: it wraps their handler)
     app.include_router(health.router)
     app.include_router(jobs.router)
     app.include_router(arrays.router)

@@ -33,6 +33,7 @@ from gpupool.server.services.artifacts import ArtifactService
 from gpupool.server.services.audit import AuditService
 from gpupool.server.services.budgets import BudgetService
 from gpupool.server.services.config import ConfigService
+from gpupool.server.services.dashboard import DashboardService
 from gpupool.server.services.jobs import JobService
 from gpupool.server.services.teams import TeamService
 from gpupool.server.services.tokens import TokenService
@@ -70,6 +71,7 @@ class Runtime:
     # Sends budget alerts from the outbox; started with the controller (server.webhooks).
     webhooks: WebhookWorker = field(init=False)
     budgets: BudgetService = field(init=False)
+    dashboard: DashboardService = field(init=False)  # what the /ui pages show (server.ui)
 
     def __post_init__(self) -> None:
         if self.signer is None:
@@ -109,6 +111,15 @@ class Runtime:
         )
         self.budgets = BudgetService(
             self.sessions, self.current_config, self.clock, self.config_service
+        )
+        self.dashboard = DashboardService(
+            self.current_config,
+            self.clock,
+            self.jobs,
+            self.teams,
+            self.budgets,
+            self.usage,
+            self.controller.backoff.health,
         )
         self.webhooks = WebhookWorker(
             self.sessions, self.current_config, self.clock, self.controller.leader.is_leader

@@ -198,6 +198,18 @@ class JobOut(BaseModel):
     container: ContainerOut | None = None
 
 
+class EventOut(BaseModel):
+    at: datetime
+    kind: str
+    message: str
+
+
+class JobEventOut(EventOut):
+    job_id: str
+    team: str
+    name: str
+
+
 class JobPage(BaseModel):
     items: list[JobOut]
     next_cursor: str | None

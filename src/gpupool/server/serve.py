@@ -220,7 +220,7 @@ def _serve(
     if role == "controller":
         echo(f"controller only (no API); health on {url}/healthz")
     else:
-        echo(f"listening on {url}  (API docs: {url}/docs)")
+        echo(f"listening on {url}  (dashboard: {url}/ui, API docs: {url}/docs)")
     if tokens:
         echo("first start: one API token per user (shown once; keep them safe):")
         for token in tokens:

@@ -18,7 +18,19 @@ from datetime import datetime
 from itertools import chain
 from typing import Any
 
-from sqlalchemy import JSON, ColumnElement, and_, false, func, insert, or_, select, update
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    String,
+    and_,
+    cast,
+    false,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
@@ -124,13 +136,24 @@ def page(
     limit: int,
     grouped: bool = False,
     array_id: str | None = None,
+    user: str | None = None,
+    gpu_type: str | None = None,
 ) -> list[JobRow]:
     """Jobs of ``teams``, newest first, at most ``limit``; ``after``: the (submitted_at, id) of
     the last job of the previous page (the order is total, so pages neither skip nor repeat).
 
     ``grouped``: an array stands as one row, its first task (lowest index) among those that
-    match ``status``; ``array_id``: only that array's tasks."""
+    match ``status``; ``array_id``: only that array's tasks; ``user``: only theirs;
+    ``gpu_type``: jobs placed on that type, or still unplaced and asking for it."""
     query = select(JobRow).where(JobRow.team.in_(list(teams)))
+    if user is not None:
+        query = query.where(JobRow.user == user)
+    if gpu_type is not None:
+        # Type names are [a-z0-9-] (spec), so the JSON text match needs no escaping.
+        asked = cast(JobRow.gpu_types, String).like(f'%"{gpu_type}"%')
+        query = query.where(
+            or_(JobRow.gpu_type == gpu_type, and_(JobRow.gpu_type.is_(None), asked))
+        )
     if status is not None:
         query = query.where(_shown_as(JobRow, status))
     if array_id is not None:
@@ -150,6 +173,30 @@ def page(
         )
     query = query.order_by(JobRow.submitted_at.desc(), JobRow.id.desc()).limit(limit)
     return list(session.scalars(query))
+
+
+def events(session: Session, job_id: str) -> list[EventRow]:
+    """The job's history, oldest first (messages were redacted when written)."""
+    return list(
+        session.scalars(
+            select(EventRow).where(EventRow.job_id == job_id).order_by(EventRow.at, EventRow.id)
+        )
+    )
+
+
+def recent_events(
+    session: Session, kind: str, teams: Iterable[str], limit: int
+) -> list[tuple[EventRow, JobRow]]:
+    """The newest ``limit`` events of ``kind`` of jobs of ``teams``, newest first, each with
+    its job."""
+    rows = session.execute(
+        select(EventRow, JobRow)
+        .join(JobRow, JobRow.id == EventRow.job_id)
+        .where(EventRow.kind == kind, JobRow.team.in_(list(teams)))
+        .order_by(EventRow.id.desc())
+        .limit(limit)
+    )
+    return [(event, job) for event, job in rows]
 
 
 def cancel_if_queued(session: Session, job: JobRow, now: datetime) -> bool:

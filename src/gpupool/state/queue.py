@@ -211,6 +211,28 @@ def open_counts(session: Session) -> dict[tuple[str, str], int]:
     return {(team, status): n for team, status, n in rows}
 
 
+def ahead_of(session: Session, job: JobRow) -> int:
+    """How many queued jobs of ``job``'s team come before it in the team's queue: a higher
+    priority, or the same priority and submitted earlier (the scheduler's order within a
+    team, ``scheduler`` ordering; ties on the id)."""
+    earlier = or_(
+        JobRow.priority > job.priority,
+        and_(
+            JobRow.priority == job.priority,
+            or_(
+                JobRow.submitted_at < job.submitted_at,
+                and_(JobRow.submitted_at == job.submitted_at, JobRow.id < job.id),
+            ),
+        ),
+    )
+    count = session.scalar(
+        select(func.count())
+        .select_from(JobRow)
+        .where(JobRow.team == job.team, JobRow.status == JobStatus.QUEUED.value, earlier)
+    )
+    return int(count or 0)
+
+
 # -- a cycle's decisions --------------------------------------------------------------------
 
 

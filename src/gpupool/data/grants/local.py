@@ -76,6 +76,12 @@ class Signer:
     def __repr__(self) -> str:
         return "Signer(<key hidden>)"
 
+    def derived_key(self, purpose: bytes) -> bytes:
+        """A key for another use (the dashboard's sessions), from this one and ``purpose``:
+        every replica that shares the grant key derives the same, and neither key's
+        signatures pass for the other's."""
+        return hmac.new(self._key, b"derived:" + purpose, hashlib.sha256).digest()
+
     def signature(self, method: str, team: str, user: str, scope: str, expires: int) -> str:
         # JSON: one unambiguous encoding whatever the fields hold (a user name from an
         # identity provider may contain any character).

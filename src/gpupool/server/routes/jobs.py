@@ -94,7 +94,7 @@ def logs(
     if not follow_:
         handle = None if attempt is None or attempt.handle is None else attempt.handle
         chunk = read_once(
-            partial(_read, runtime),
+            partial(read_log, runtime),
             None if handle is None else JobHandle.from_dict(handle),
             offset,
             terminal=status in TERMINAL,
@@ -110,12 +110,12 @@ def logs(
     slots: FollowerSlots = request.app.state.log_followers
     slots.take(principal.user)
     stream = follow(
-        partial(runtime.jobs.log_target, principal, job_id), partial(_read, runtime), offset
+        partial(runtime.jobs.log_target, principal, job_id), partial(read_log, runtime), offset
     )
     return FollowResponse(stream, partial(slots.give_back, principal.user))
 
 
-def _read(runtime: RuntimeDep, handle: JobHandle, offset: int) -> LogChunk:
+def read_log(runtime: RuntimeDep, handle: JobHandle, offset: int) -> LogChunk:
     try:
         return runtime.execution.logs(handle, offset)
     except BackendError as exc:

@@ -27,6 +27,8 @@ from gpupool.server.cursors import decode_job_cursor, encode_job_cursor
 from gpupool.server.schemas import (
     ArrayOut,
     ArraySubmit,
+    EventOut,
+    JobEventOut,
     JobOut,
     JobPage,
     JobSubmit,
@@ -308,6 +310,8 @@ class JobService:
         cursor: str | None,
         group: bool = False,
         array: str | None = None,
+        user: str | None = None,
+        gpu_type: str | None = None,
     ) -> JobPage:
         """A page of jobs, newest first. ``group``: an array stands as one job (its first task)
         and the page lists each array's tasks per status; ``array``: only that array's tasks."""
@@ -327,7 +331,7 @@ class JobService:
         limit = max(1, min(limit, MAX_PAGE))
         after = None if cursor is None else decode_job_cursor(cursor)
         with self._sessions() as session:
-            rows = jobs.page(session, teams, status, after, limit + 1, group, array)
+            rows = jobs.page(session, teams, status, after, limit + 1, group, array, user, gpu_type)
             more = len(rows) > limit
             rows = rows[:limit]
             arrays = {r.array_id for r in rows if r.array_id is not None} if group else set()
@@ -339,6 +343,27 @@ class JobService:
         with self._sessions() as session:
             row = self._readable(session, principal, job_id)
             return job_out(row, jobs.attempts(session, job_id))
+
+    def timeline(self, principal: Principal, job_id: str) -> Sequence[EventOut]:
+        """The job's events, oldest first."""
+        with self._sessions() as session:
+            self._readable(session, principal, job_id)
+            return [
+                EventOut(at=e.at, kind=e.kind, message=e.message)
+                for e in jobs.events(session, job_id)
+            ]
+
+    def recent(self, principal: Principal, kind: str, limit: int = 10) -> Sequence[JobEventOut]:
+        """The newest events of ``kind`` (say ``preempting``) of the jobs ``principal`` reads."""
+        teams = principal.readable_teams(sorted(self._config().teams))
+        with self._sessions() as session:
+            found = jobs.recent_events(session, kind, teams, limit)
+            return [
+                JobEventOut(
+                    at=e.at, kind=e.kind, message=e.message, job_id=j.id, team=j.team, name=j.name
+                )
+                for e, j in found
+            ]
 
     def _readable(self, session: Session, principal: Principal, job_id: str) -> JobRow:
         row = jobs.get(session, job_id)
@@ -362,6 +387,12 @@ class JobService:
             summary=self._backend_wait(row) or self._pools_away(row) or _why_summary(row, reasons),
             reasons=reasons if row.status == JobStatus.QUEUED else [],
         )
+
+    def ahead(self, principal: Principal, job_id: str) -> int | None:
+        """How many queued jobs of its team come before a queued job (None: not queued)."""
+        with self._sessions() as session:
+            row = self._readable(session, principal, job_id)
+            return queue.ahead_of(session, row) if row.status == JobStatus.QUEUED else None
 
     def _backend_wait(self, row: JobRow) -> str | None:
         """For an admitted job whose pool's backend cannot be reached: that, and when it is

@@ -64,18 +64,24 @@ class FollowerSlots:
     """Concurrent log streams per user, at most ``per_user`` each. Thread-safe: routes that
     take a slot run in the threadpool, responses that give it back on the event loop."""
 
-    def __init__(self, per_user: int) -> None:
+    def __init__(
+        self,
+        per_user: int,
+        what: str = "follows {n} job logs",
+        hint: str = "close one, or read without follow=true",
+    ) -> None:
         self.per_user = per_user
+        self._what, self._hint = what, hint
         self._open: Counter[str] = Counter()
         self._lock = threading.Lock()
 
     def take(self, user: str) -> None:
         with self._lock:
             if self._open[user] >= self.per_user:
+                what = self._what.format(n=self._open[user])
                 raise TooManyRequests(
-                    f"user {user!r} already follows {self._open[user]} job logs, the limit "
-                    f"(GPUPOOL_LOG_FOLLOWERS_PER_USER={self.per_user}); close one, or read "
-                    "without follow=true"
+                    f"user {user!r} already {what}, the limit "
+                    f"(GPUPOOL_LOG_FOLLOWERS_PER_USER={self.per_user}); {self._hint}"
                 )
             self._open[user] += 1
 

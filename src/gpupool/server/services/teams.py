@@ -76,7 +76,9 @@ class TeamService:
         with self._sessions() as session:
             return queue.open_counts(session)
 
-    def list(self, principal: Principal) -> TeamList:
+    def list(self, principal: Principal, with_members: bool = False) -> TeamList:
+        """The teams ``principal`` reads; ``with_members``: each with its members and roles
+        (the dashboard's teams page: one read of the usage for all of them)."""
         config = self._config()
         names = principal.readable_teams(sorted(config.teams))
         usage, counts = self._usage(), self._counts()  # once for the page, not per team
@@ -88,7 +90,7 @@ class TeamService:
                     n,
                     usage,
                     counts,
-                    with_members=False,
+                    with_members=with_members,
                     period=period,
                     budget_shown=administers(principal, n),
                 )
