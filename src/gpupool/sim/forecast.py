@@ -1,0 +1,363 @@
+"""Estimated start times ("when will my job start?"): the production scheduler run forward.
+
+From one snapshot of the world (the controller's last cycle: pools with their node usage,
+teams, the running jobs and each team's queue), :func:`run_forward` plays what the controller
+would do if nothing new arrived, on a virtual clock, as the simulator's engine does: running
+jobs end (at their runtime limit, or at an estimate from similar past jobs:
+:mod:`gpupool.sim.runtimes`); after each end a cycle of the production ``run_cycle`` (through
+the controller's ``Parking`` and ``TeamQueue``, as the engine runs it) admits what now fits;
+admitted jobs end in turn at their own estimates; preemption victims end at once and go back
+to the queue; each cycle's nominations are handed to the next. Virtual time jumps from end to
+end, plus the moments a waiting job starts to starve and a protected job may be preempted.
+No second scheduler: every decision is ``run_cycle``'s (docs/code-style.md §13).
+
+What it cannot know: jobs submitted later (they may go first: a higher priority, a team with a
+smaller share), jobs cancelled or failing early, and how the teams' decayed usage moves (kept
+as it was). An estimate is therefore "if nothing else happens". Its range comes from two more
+runs, with every estimated runtime at the 25th and at the 75th percentile of its similar jobs
+(runtime limits stay as they are: a job ends by its limit at the latest).
+
+Bounded: a run stops when every job asked about has started, after ``Limits.max_cycles``
+cycles, or past ``Limits.horizon_s`` of virtual time; a job not started by then gets no start.
+
+Invariant: the snapshot and the queues handed in are never changed; the same inputs give the
+same forecast (every ordering is the scheduler's or ends in an id).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import heapq
+import math
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+from gpupool.controller.loop import MIN_TICK_GAP_S
+from gpupool.controller.parking import Parking
+from gpupool.controller.state import TeamQueue
+from gpupool.scheduler import (
+    NodeView,
+    PendingJob,
+    Placement,
+    Policy,
+    PoolView,
+    RunningJob,
+    Snapshot,
+)
+from gpupool.sim.runtimes import Runtime, RuntimeModel
+
+SCENARIOS = ("seconds", "low", "high")  # the expected run, the early one, the late one
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How far a forward run may go: cycles and virtual seconds after the snapshot."""
+
+    max_cycles: int = 2000
+    horizon_s: float = 14 * 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    at: float
+    pool: str
+    gpu_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class End:
+    """A job's end in a forward run: when, what its runtime was taken from, and whether it was
+    running at the snapshot (``initial``) and where."""
+
+    at: float
+    job_id: str
+    pool: str
+    source: str
+    samples: int
+    initial: bool
+
+
+@dataclass(slots=True)
+class Run:
+    """What one forward run found: when each job started (ids of jobs queued at the snapshot
+    or requeued victims), every end in time order, and how far it got."""
+
+    starts: dict[str, Start] = field(default_factory=dict)
+    ends: list[End] = field(default_factory=list)
+    until: float = 0.0
+    cycles: int = 0
+    done: bool = False  # every job asked about started, or nothing more could happen
+
+
+def run_forward(
+    snapshot: Snapshot,
+    groups: Mapping[str, tuple[PendingJob, ...]],
+    policy: Policy,
+    runtimes: RuntimeModel,
+    targets: Collection[str] | None = None,
+    limits: Limits = Limits(),
+    scenario: str = "seconds",
+) -> Run:
+    """Run the scheduler forward from ``snapshot`` with ``groups`` (each team's queue in queue
+    order; ``snapshot.pending`` is not read) until every job of ``targets`` started (None:
+    every queued job), or ``limits`` is reached. ``scenario``: which of each estimated
+    runtime to use (``seconds``, ``low``, ``high`` of :class:`Runtime`)."""
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}: use one of {', '.join(SCENARIOS)}")
+    return _Forward(snapshot, groups, policy, runtimes, scenario).run(targets, limits)
+
+
+@dataclass(slots=True)
+class _Used:
+    """What is in use on one node during a forward run."""
+
+    devices: set[int]
+    cpus: float
+    memory_gb: float
+
+
+class _Forward:
+    """The forward run's world, changed as it goes (the snapshot is copied into it)."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        groups: Mapping[str, tuple[PendingJob, ...]],
+        policy: Policy,
+        runtimes: RuntimeModel,
+        scenario: str,
+    ) -> None:
+        self.start = self.now = snapshot.now
+        self.snapshot = snapshot
+        self.policy = policy
+        self.runtimes = runtimes
+        self.scenario = scenario
+        self.nominations = snapshot.nominations
+        self.parking = Parking()
+        self.pools = list(snapshot.pools)
+        self._node_at: dict[str, tuple[int, int]] = {}
+        self._dirty: set[str] = set()
+        for p, pool in enumerate(self.pools):
+            for n, node in enumerate(pool.nodes):
+                self._node_at[node.name] = (p, n)
+        self._nodes: dict[str, _Used] = {}  # what is in use on the nodes a job took or freed
+        self.running: dict[str, RunningJob] = {}
+        self.initial = {job.id for job in snapshot.running}
+        self.shape: dict[str, PendingJob] = {}  # what a requeued job asks again
+        self.ends: list[tuple[float, int, str, int]] = []  # (at, seq, job id, generation)
+        self._gen: dict[str, int] = {}
+        self._end_info: dict[str, tuple[str, int]] = {}  # job id -> (source, samples)
+        self._seq = 0
+        self.queues: dict[str, TeamQueue] = {}
+        self.pending: dict[str, PendingJob] = {}
+        self._waits: list[tuple[float, str]] = []
+        self.result = Run(until=self.now)
+        for job in snapshot.running:
+            self.running[job.id] = job
+            if job.terminating:  # signalled: it ends within its grace period
+                self._push_end(job.id, self.now, Runtime(0.0, 0.0, 0.0, "limit"))
+                continue
+            gpus = job.gpus
+            if job.ends_by is not None:
+                left = max(0.0, job.ends_by - self.now)
+                estimate = Runtime(left, left, left, "limit")
+            else:
+                estimate = runtimes.remaining(
+                    job.team, job.gpu_type, gpus, self.now - job.started_at
+                )
+            self._push_end(job.id, self.now + self._pick(estimate), estimate)
+        for team, jobs in groups.items():
+            if team not in snapshot.teams:
+                continue
+            queue = self.queues[team] = TeamQueue()
+            queue.fill(jobs)
+            for waiting in jobs:
+                self.pending[waiting.id] = waiting
+                self._waits.append((waiting.waiting_since, waiting.id))
+        self._waits.sort()
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self, targets: Collection[str] | None, limits: Limits) -> Run:
+        wanted = set(self.pending if targets is None else targets) & set(self.pending)
+        result = self.result
+        horizon = self.start + limits.horizon_s
+        protected_until = math.inf
+        while wanted and result.cycles < limits.max_cycles:
+            preempted, protected = self._cycle()
+            wanted.difference_update(result.starts)
+            if not wanted or not self.pending:
+                break
+            if protected is not None and protected > self.now:
+                protected_until = min(protected_until, protected)
+            if protected_until <= self.now:
+                protected_until = math.inf
+            nxt = self.now + MIN_TICK_GAP_S if preempted else math.inf
+            nxt = min(nxt, self.ends[0][0] if self.ends else math.inf)
+            nxt = min(nxt, self._next_starvation(), protected_until)
+            if nxt == math.inf or nxt > horizon:
+                result.until = horizon if nxt != math.inf else self.now
+                result.done = nxt == math.inf
+                return result
+            self.now = max(self.now, nxt)
+            self._end_due()
+        result.until = self.now
+        result.done = not wanted
+        return result
+
+    def _cycle(self) -> tuple[bool, float | None]:
+        snapshot = Snapshot(
+            now=self.now,
+            pools=self._views(),
+            teams=self.snapshot.teams,
+            running=tuple(self.running.values()),
+            nominations=self.nominations,
+            budgets=self.snapshot.budgets,
+        )
+        groups = {team: q.jobs() for team, q in sorted(self.queues.items()) if len(q)}
+        outcome = self.parking.cycle(snapshot, self.policy, groups)
+        self.result.cycles += 1
+        self.nominations = outcome.nominations
+        for preemption in outcome.preemptions:
+            self._requeue(preemption.job_id)
+        for admission in outcome.admissions:
+            job = self.pending.pop(admission.job_id)
+            self._unqueue(job)
+            self.shape[job.id] = job
+            running = RunningJob(
+                id=job.id,
+                team=job.team,
+                priority=job.priority,
+                gpu_type=admission.gpu_type,
+                pool=admission.pool,
+                placements=admission.placements,
+                cpus=job.cpus,
+                memory_gb=job.memory_gb,
+                started_at=self.now,
+                ends_by=None if job.max_runtime_s is None else self.now + job.max_runtime_s,
+            )
+            self.running[job.id] = running
+            self._take(running)
+            self.result.starts.setdefault(
+                job.id, Start(self.now, admission.pool, admission.gpu_type)
+            )
+            estimate = self.runtimes.estimate(
+                job.team, admission.gpu_type, job.total_gpus, job.max_runtime_s
+            )
+            self._push_end(job.id, self.now + self._pick(estimate), estimate)
+        return bool(outcome.preemptions), outcome.protected_until
+
+    def _end_due(self) -> None:
+        while self.ends and self.ends[0][0] <= self.now:
+            at, _, job_id, gen = heapq.heappop(self.ends)
+            if self._gen.get(job_id) != gen or job_id not in self.running:
+                continue  # a preempted attempt's end
+            job = self.running.pop(job_id)
+            self._free(job)
+            source, samples = self._end_info[job_id]
+            self.result.ends.append(
+                End(at, job_id, job.pool, source, samples, job_id in self.initial)
+            )
+
+    def _requeue(self, job_id: str) -> None:
+        """A victim ends at once and waits again, asking what it asked (its whole runtime)."""
+        job = self.running.pop(job_id, None)
+        if job is None:
+            return
+        self._free(job)
+        self._gen[job_id] = self._gen.get(job_id, 0) + 1  # its pending end no longer counts
+        asked = self.shape.get(job_id)
+        if asked is None:  # running at the snapshot: its request, from what it holds
+            per_node = len(job.placements[0].devices) if job.placements else 0
+            asked = PendingJob(
+                id=job.id,
+                team=job.team,
+                priority=job.priority,
+                submitted_at=job.started_at,
+                gpus=per_node,
+                nodes=max(1, len(job.placements)),
+                cpus=job.cpus,
+                memory_gb=job.memory_gb,
+                gpu_types=(job.gpu_type,),
+            )
+        asked = dataclasses.replace(asked, queued_at=self.now)
+        self.pending[job_id] = asked
+        queue = self.queues.setdefault(job.team, TeamQueue())
+        queue.put(asked)
+        bisect.insort(self._waits, (asked.waiting_since, job_id))
+
+    def _unqueue(self, job: PendingJob) -> None:
+        self.queues[job.team].remove(job.id)
+        entry = (job.waiting_since, job.id)
+        at = bisect.bisect_left(self._waits, entry)
+        if at < len(self._waits) and self._waits[at] == entry:
+            del self._waits[at]
+
+    def _next_starvation(self) -> float:
+        bound = self.policy.starvation_after_s
+        if bound is None:
+            return math.inf
+        at = bisect.bisect_right(self._waits, (self.now - bound, "\uffff"))
+        return self._waits[at][0] + bound if at < len(self._waits) else math.inf
+
+    def _pick(self, estimate: Runtime) -> float:
+        return max(0.0, float(getattr(estimate, self.scenario)))
+
+    def _push_end(self, job_id: str, at: float, estimate: Runtime) -> None:
+        self._seq += 1
+        gen = self._gen[job_id] = self._gen.get(job_id, 0) + 1
+        self._end_info[job_id] = (estimate.source, estimate.samples)
+        heapq.heappush(self.ends, (at, self._seq, job_id, gen))
+
+    # -- room ------------------------------------------------------------------------------
+
+    def _node(self, name: str) -> _Used:
+        state = self._nodes.get(name)
+        if state is None:
+            p, n = self._node_at[name]
+            view = self.pools[p].nodes[n]
+            state = self._nodes[name] = _Used(
+                set(view.used_devices), view.used_cpus, view.used_memory_gb
+            )
+        return state
+
+    def _take(self, job: RunningJob) -> None:
+        self._change(job.placements, job, +1)
+
+    def _free(self, job: RunningJob) -> None:
+        self._change(job.placements, job, -1)
+
+    def _change(self, placements: tuple[Placement, ...], job: RunningJob, sign: int) -> None:
+        for placement in placements:
+            if placement.node not in self._node_at:
+                continue  # a node the pools no longer list (removed or not reported)
+            state = self._node(placement.node)
+            if sign > 0:
+                state.devices.update(placement.devices)
+            else:
+                state.devices.difference_update(placement.devices)
+            state.cpus = max(0.0, state.cpus + sign * job.cpus)
+            state.memory_gb = max(0.0, state.memory_gb + sign * job.memory_gb)
+            self._dirty.add(placement.node)
+
+    def _views(self) -> tuple[PoolView, ...]:
+        """The pools with their node usage as it is now; unchanged pools keep their object."""
+        if self._dirty:
+            by_pool: dict[int, list[NodeView]] = {}
+            for name in self._dirty:
+                p, n = self._node_at[name]
+                nodes = by_pool.get(p)
+                if nodes is None:
+                    nodes = by_pool[p] = list(self.pools[p].nodes)
+                used = self._nodes[name]
+                nodes[n] = dataclasses.replace(
+                    nodes[n],
+                    used_devices=frozenset(used.devices),
+                    used_cpus=used.cpus,
+                    used_memory_gb=used.memory_gb,
+                )
+            for p, nodes in by_pool.items():
+                self.pools[p] = dataclasses.replace(self.pools[p], nodes=tuple(nodes))
+            self._dirty.clear()
+        return tuple(self.pools)
