@@ -44,6 +44,9 @@ TABLE_KEYS = (
     ("idle_cost", "idle cost", "{:,.0f}"),
     ("quota_violation_s", "quota violation (h)", "hours"),
     ("jain_fairness", "Jain fairness", "{:.3f}"),
+    ("forecast.median_abs_error_s", "start forecast error p50 (h)", "hours"),
+    ("forecast.p90_abs_error_s", "start forecast error p90 (h)", "hours"),
+    ("forecast.within_range", "starts within forecast range", "{:.0%}"),
     ("wall_s", "wall (s)", "{:.1f}"),
     ("events_per_s", "events/s", "{:,.0f}"),
 )
@@ -64,6 +67,10 @@ def table_rows(metrics: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
     return [
         [label, *(fmt(_get(metrics[p], key), how) for p in metrics)]
         for key, label, how in TABLE_KEYS
+        # rows of optional blocks (forecast: only with --forecast-sample) when some policy has it
+        if "." not in key
+        or key.startswith("preemptions_per_job.")
+        or any(_get(metrics[p], key) is not None for p in metrics)
     ]
 
 
