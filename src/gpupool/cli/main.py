@@ -29,6 +29,7 @@ from gpupool.cli import (
     cluster,
     db,
     doctor,
+    history,
     jobs,
     login,
     logs,
@@ -88,6 +89,7 @@ operator.register(app)
 db.register(app)
 doctor.register(app)
 simulate.register(app)
+history.register(app)
 
 
 # What a client-only install (`pip install gpupool`: the CLI and the SDK) leaves out; the

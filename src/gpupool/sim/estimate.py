@@ -11,7 +11,7 @@ cycle, so a ``why`` costs a lookup; the simulator asks for one job at a time.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from gpupool.scheduler import PendingJob, Policy, Snapshot
@@ -105,12 +105,13 @@ def forecast(
     targets: Collection[str] | None = None,
     limits: Limits = Limits(),
     spread: bool = True,
+    stop: Callable[[], bool] | None = None,
 ) -> Forecasts:
     """The expected run, and with ``spread`` the early and the late one, for ``targets``
     (None: every queued job)."""
     scenarios = ("seconds", "low", "high") if spread else ("seconds",)
     runs = {
-        name: run_forward(snapshot, groups, policy, runtimes, targets, limits, name)
+        name: run_forward(snapshot, groups, policy, runtimes, targets, limits, name, stop)
         for name in scenarios
     }
     queued = [job.id for jobs in groups.values() for job in jobs]

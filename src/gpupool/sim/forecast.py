@@ -17,8 +17,10 @@ as it was). An estimate is therefore "if nothing else happens". Its range comes 
 runs, with every estimated runtime at the 25th and at the 75th percentile of its similar jobs
 (runtime limits stay as they are: a job ends by its limit at the latest).
 
-Bounded: a run stops when every job asked about has started, after ``Limits.max_cycles``
-cycles, or past ``Limits.horizon_s`` of virtual time; a job not started by then gets no start.
+Bounded: each cycle is handed only the first ``Limits.window`` jobs of each team's queue (and
+the jobs asked about); a run stops when every job asked about has started, after
+``Limits.max_cycles`` cycles, past ``Limits.horizon_s`` of virtual time, or when the caller's
+``stop`` says its time is up; a job not started by then gets no start.
 
 Invariant: the snapshot and the queues handed in are never changed; the same inputs give the
 same forecast (every ordering is the scheduler's or ends in an id).
@@ -30,7 +32,7 @@ import bisect
 import dataclasses
 import heapq
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from gpupool.controller.loop import MIN_TICK_GAP_S
@@ -52,10 +54,15 @@ SCENARIOS = ("seconds", "low", "high")  # the expected run, the early one, the l
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """How far a forward run may go: cycles and virtual seconds after the snapshot."""
+    """How far a forward run may go (cycles, virtual seconds after the snapshot) and how much
+    of each queue a cycle sees."""
 
-    max_cycles: int = 2000
-    horizon_s: float = 14 * 86400.0
+    max_cycles: int = 200
+    horizon_s: float = 7 * 86400.0
+    # Each team's first ``window`` queued jobs are handed to each forward cycle (None: whole
+    # queues), plus the jobs asked about: a cycle's cost grows with the jobs it is handed, and
+    # a team starts only a few of its jobs per cycle. The window slides as they start.
+    window: int | None = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +105,28 @@ def run_forward(
     targets: Collection[str] | None = None,
     limits: Limits = Limits(),
     scenario: str = "seconds",
+    stop: Callable[[], bool] | None = None,
 ) -> Run:
     """Run the scheduler forward from ``snapshot`` with ``groups`` (each team's queue in queue
     order; ``snapshot.pending`` is not read) until every job of ``targets`` started (None:
-    every queued job), or ``limits`` is reached. ``scenario``: which of each estimated
+    every queued job), or ``limits`` is reached, or ``stop()`` says so (a caller's budget of
+    wall time, asked before each cycle but the first). ``scenario``: which of each estimated
     runtime to use (``seconds``, ``low``, ``high`` of :class:`Runtime`)."""
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}: use one of {', '.join(SCENARIOS)}")
-    return _Forward(snapshot, groups, policy, runtimes, scenario).run(targets, limits)
+    return _Forward(snapshot, groups, policy, runtimes, scenario).run(targets, limits, stop)
+
+
+def _window(
+    jobs: tuple[PendingJob, ...], window: int | None, asked: frozenset[str]
+) -> tuple[PendingJob, ...]:
+    """A team's first ``window`` jobs and, after them in queue order, those asked about."""
+    if window is None or len(jobs) <= window:
+        return jobs
+    head = jobs[:window]
+    if not asked:
+        return head
+    return head + tuple(job for job in jobs[window:] if job.id in asked)
 
 
 @dataclass(slots=True)
@@ -179,13 +200,24 @@ class _Forward:
 
     # -- the loop --------------------------------------------------------------------------
 
-    def run(self, targets: Collection[str] | None, limits: Limits) -> Run:
+    def run(
+        self, targets: Collection[str] | None, limits: Limits, stop: Callable[[], bool] | None
+    ) -> Run:
         wanted = set(self.pending if targets is None else targets) & set(self.pending)
         result = self.result
         horizon = self.start + limits.horizon_s
         protected_until = math.inf
+        # The jobs asked about, by team, for the windows (all of them: every job is in one).
+        asked: dict[str, frozenset[str]] = {}
+        if targets is not None:
+            by_team: dict[str, set[str]] = {}
+            for job_id in wanted:
+                by_team.setdefault(self.pending[job_id].team, set()).add(job_id)
+            asked = {team: frozenset(ids) for team, ids in by_team.items()}
         while wanted and result.cycles < limits.max_cycles:
-            preempted, protected = self._cycle()
+            if stop is not None and result.cycles and stop():
+                break
+            preempted, protected = self._cycle(limits.window, asked)
             wanted.difference_update(result.starts)
             if not wanted or not self.pending:
                 break
@@ -206,7 +238,9 @@ class _Forward:
         result.done = not wanted
         return result
 
-    def _cycle(self) -> tuple[bool, float | None]:
+    def _cycle(
+        self, window: int | None, asked: Mapping[str, frozenset[str]]
+    ) -> tuple[bool, float | None]:
         snapshot = Snapshot(
             now=self.now,
             pools=self._views(),
@@ -215,7 +249,11 @@ class _Forward:
             nominations=self.nominations,
             budgets=self.snapshot.budgets,
         )
-        groups = {team: q.jobs() for team, q in sorted(self.queues.items()) if len(q)}
+        groups = {
+            team: _window(q.jobs(), window, asked.get(team, frozenset()))
+            for team, q in sorted(self.queues.items())
+            if len(q)
+        }
         outcome = self.parking.cycle(snapshot, self.policy, groups)
         self.result.cycles += 1
         self.nominations = outcome.nominations
