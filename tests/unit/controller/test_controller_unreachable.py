@@ -99,9 +99,7 @@ def sessions(tmp_path: Path) -> Iterator[SessionFactory]:
     engine.dispose()
 
 
-def controller(
-    sessions: SessionFactory, after: float | None
-) -> tuple[Controller, Clock, Execution]:
+def controller(sessions: SessionFactory, after: float | None) -> tuple[Controller, Clock, Execution]:
     clock, execution = Clock(), Execution()
     cfg = config(after)
     return Controller(sessions, lambda: cfg, execution, clock), clock, execution  # type: ignore[arg-type]
