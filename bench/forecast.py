@@ -13,14 +13,16 @@ as the server does it once the controller's last cycle is at hand):
   first team's queue, as ``why`` computes it when no forecast of this cycle is cached.
 * ``head_cycles``: the cycles of its expected run; ``head_start_in_s``: when it starts.
 * ``deep_forecast_ms``: the same for the job in the middle of that team's queue; its runs stop
-  at the server's limits (``--max-cycles``, a 7-day horizon): ``deep_cycles``, and whether it
-  was found to start (``deep_started``).
+  at the server's limits (``--max-cycles``, a 7-day horizon) and its budget of wall time
+  (``--budget-s``, the server's 2 s; 0: none): ``deep_cycles``, and whether it was found to
+  start (``deep_started``).
 * ``cached_why_ms``: answering for a job whose forecast this cycle already made (a lookup):
   what every later ``why`` of the same cycle costs. The server refreshes a job's forecast at
   most once per controller cycle.
 * ``history_build_ms``: building the runtime model from the history (done once per cycle).
 
 Usage: python bench/forecast.py --size S|M|L [--json] [--repeat N] [--seed N] [--max-cycles N]
+       [--budget-s S]
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from scheduler import GPU_TYPES, JOB_GPUS, SIZES, build_cluster
 
 from gpupool.controller.parking import groups_of
 from gpupool.scheduler import Policy
+from gpupool.server.services.forecasts import BUDGET_S
 from gpupool.sim.estimate import Forecasts, forecast
 from gpupool.sim.forecast import Limits
 from gpupool.sim.runtimes import RuntimeModel
@@ -81,6 +84,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-cycles", type=int, default=SERVER_LIMITS.max_cycles)
+    parser.add_argument("--budget-s", type=float, default=BUDGET_S)
     args = parser.parse_args(argv)
     limits = dataclasses.replace(SERVER_LIMITS, max_cycles=args.max_cycles)
     cluster = build_cluster(SIZES[args.size], args.seed)
@@ -94,7 +98,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     build_ms, model = timed(args.repeat, lambda: RuntimeModel(samples))
 
     def one(job_id: str) -> Forecasts:
-        return forecast(snapshot, groups, policy, model, targets=(job_id,), limits=limits)
+        stop = None
+        if args.budget_s > 0:
+            deadline = time.monotonic() + args.budget_s
+            stop = lambda: time.monotonic() > deadline  # noqa: E731
+        return forecast(
+            snapshot, groups, policy, model, targets=(job_id,), limits=limits, stop=stop
+        )
 
     head_ms, head_runs = timed(args.repeat, lambda: one(head))
     deep_ms, deep_runs = timed(args.repeat, lambda: one(deep))
@@ -110,6 +120,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "teams": len(snapshot.teams),
         "history_jobs": model.count,
         "max_cycles": limits.max_cycles,
+        "budget_s": args.budget_s,
         "horizon_s": limits.horizon_s,
         "history_build_ms": build_ms,
         "head_forecast_ms": head_ms,

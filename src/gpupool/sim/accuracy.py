@@ -16,6 +16,11 @@ cannot know: the jobs submitted after it.
 ``median_error_s``                 signed (forecast - actual): above 0, forecasts are late
 ``within_range``                   share of started jobs whose start lay in the forecast's range
 ``median_wait_s``                  the same jobs' median actual wait, to size the error against
+``waited``, ``waited_median_abs_error_s``, ``waited_p90_abs_error_s``   the same over the jobs
+                                   that waited at least a minute (most jobs of a trace start at
+                                   once, and are forecast to: they make the overall median 0)
+``beyond_started_within_horizon``  of the jobs forecast beyond the horizon, those that did
+                                   start within it (the forward run was cut short)
 ``median_forecast_ms``, ``p90_forecast_ms``   wall time of one forecast (three forward runs)
 """
 
@@ -31,8 +36,10 @@ from gpupool.sim.estimate import Forecast, forecast
 from gpupool.sim.forecast import Limits
 from gpupool.sim.runtimes import RuntimeModel, percentile
 
-# A replay's forecasts look as far ahead as the server's (sim.forecast.Limits).
+# A replay's forecasts look as far ahead as the server's (sim.forecast.Limits), without its
+# budget of wall time (a replay's numbers must not depend on the machine's load).
 SIM_LIMITS = Limits()
+WAITED_S = 60.0
 
 
 @dataclass(slots=True)
@@ -88,23 +95,28 @@ def accuracy(sampler: Sampler, outcome: Outcome) -> dict[str, Any]:
     errors: list[float] = []
     signed: list[float] = []
     waits: list[float] = []
-    inside = beyond = started = 0
+    inside = beyond = missed = started = 0
+    waited: list[float] = []
     for job_id, made in sorted(sampler.made.items()):
         record = by_id[job_id]
         if record.first_start is None:
             continue
         started += 1
+        actual = record.first_start
         if made.start is None:
             beyond += 1
+            missed += actual <= made.until
             continue
-        actual = record.first_start
         errors.append(abs(made.start - actual))
         signed.append(made.start - actual)
         waits.append(actual - record.trace.submit_s)
+        if actual - record.trace.submit_s >= WAITED_S:
+            waited.append(abs(made.start - actual))
         low = made.earliest if made.earliest is not None else made.start
         high = made.latest if made.latest is not None else made.start
         inside += low - 1.0 <= actual <= high + 1.0
     errors.sort()
+    waited.sort()
     signed.sort()
     waits.sort()
     spent = sorted(s * 1000 for s in sampler.seconds)
@@ -118,6 +130,10 @@ def accuracy(sampler: Sampler, outcome: Outcome) -> dict[str, Any]:
         "median_error_s": percentile(signed, 0.5),
         "within_range": inside / len(errors) if errors else 0.0,
         "median_wait_s": percentile(waits, 0.5),
+        "waited": len(waited),
+        "waited_median_abs_error_s": percentile(waited, 0.5),
+        "waited_p90_abs_error_s": percentile(waited, 0.9),
+        "beyond_started_within_horizon": missed,
         "median_forecast_ms": percentile(spent, 0.5),
         "p90_forecast_ms": percentile(spent, 0.9),
         "horizon_s": sampler.limits.horizon_s,

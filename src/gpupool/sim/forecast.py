@@ -57,7 +57,7 @@ class Limits:
     """How far a forward run may go (cycles, virtual seconds after the snapshot) and how much
     of each queue a cycle sees."""
 
-    max_cycles: int = 200
+    max_cycles: int = 1000
     horizon_s: float = 7 * 86400.0
     # Each team's first ``window`` queued jobs are handed to each forward cycle (None: whole
     # queues), plus the jobs asked about: a cycle's cost grows with the jobs it is handed, and

@@ -46,6 +46,8 @@ TABLE_KEYS = (
     ("jain_fairness", "Jain fairness", "{:.3f}"),
     ("forecast.median_abs_error_s", "start forecast error p50 (h)", "hours"),
     ("forecast.p90_abs_error_s", "start forecast error p90 (h)", "hours"),
+    ("forecast.waited_median_abs_error_s", "  of jobs that waited: p50 (h)", "hours"),
+    ("forecast.waited_p90_abs_error_s", "  of jobs that waited: p90 (h)", "hours"),
     ("forecast.within_range", "starts within forecast range", "{:.0%}"),
     ("wall_s", "wall (s)", "{:.1f}"),
     ("events_per_s", "events/s", "{:,.0f}"),

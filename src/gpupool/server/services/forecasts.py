@@ -37,6 +37,7 @@ from gpupool.state.db import SessionFactory
 HISTORY_DAYS = 90  # past attempts the runtime estimates draw on
 NAMED = 20  # at most this many job ids per entry of waits_for
 QUOTA_CODES = ("quota", "cohort", "budget")
+BUDGET_S = 2.0  # wall time one job's forecast may take (its three forward runs together)
 
 
 class ForecastService:
@@ -47,7 +48,7 @@ class ForecastService:
         clock: Clock,
         last_cycle: Callable[[], CycleSeen | None],
         limits: Limits = Limits(),
-        budget_s: float = 2.0,
+        budget_s: float = BUDGET_S,
     ) -> None:
         self._sessions = sessions
         self._config = config
