@@ -16,6 +16,8 @@ as the server does it once the controller's last cycle is at hand):
   at the server's limits (``--max-cycles``, a 7-day horizon) and its budget of wall time
   (``--budget-s``, the server's 2 s; 0: none): ``deep_cycles``, and whether it was found to
   start (``deep_started``).
+* ``*_cpu_ms``: the same in CPU time of the process (on a shared machine wall time also
+  counts the time other processes had the CPU; the 2 s budget is wall time).
 * ``cached_why_ms``: answering for a job whose forecast this cycle already made (a lookup):
   what every later ``why`` of the same cycle costs. The server refreshes a job's forecast at
   most once per controller cycle.
@@ -67,14 +69,17 @@ def history(teams: list[str], seed: int) -> list[tuple[str, str, int, float]]:
     ]
 
 
-def timed(repeat: int, work: Any) -> tuple[float, Any]:
-    times, result = [], None
+def timed(repeat: int, work: Any) -> tuple[float, float, Any]:
+    """Median wall and CPU milliseconds of ``work()`` and its last result (CPU time: what the
+    forecast itself costs on a shared, loaded machine, where wall time waits for others)."""
+    times, cpu, result = [], [], None
     for _ in range(repeat):
         gc.collect()
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
         result = work()
         times.append((time.perf_counter() - began) * 1000)
-    return statistics.median(times), result
+        cpu.append((time.process_time() - began_cpu) * 1000)
+    return statistics.median(times), statistics.median(cpu), result
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -95,7 +100,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     queue = groups[first_team]
     head, deep = queue[0].id, queue[len(queue) // 2].id
     samples = history(sorted(snapshot.teams), args.seed)
-    build_ms, model = timed(args.repeat, lambda: RuntimeModel(samples))
+    build_ms, _, model = timed(args.repeat, lambda: RuntimeModel(samples))
 
     def one(job_id: str) -> Forecasts:
         stop = None
@@ -106,9 +111,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             snapshot, groups, policy, model, targets=(job_id,), limits=limits, stop=stop
         )
 
-    head_ms, head_runs = timed(args.repeat, lambda: one(head))
-    deep_ms, deep_runs = timed(args.repeat, lambda: one(deep))
-    lookup_ms, _ = timed(max(args.repeat, 5), lambda: head_runs.of(head))
+    head_ms, head_cpu, head_runs = timed(args.repeat, lambda: one(head))
+    deep_ms, deep_cpu, deep_runs = timed(args.repeat, lambda: one(deep))
+    lookup_ms, _, _ = timed(max(args.repeat, 5), lambda: head_runs.of(head))
     head_found, deep_found = head_runs.of(head), deep_runs.of(deep)
     results = {
         "size": args.size,
@@ -124,13 +129,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "horizon_s": limits.horizon_s,
         "history_build_ms": build_ms,
         "head_forecast_ms": head_ms,
+        "head_forecast_cpu_ms": head_cpu,
         "head_cycles": head_runs.runs["seconds"].cycles,
         "head_start_in_s": None
         if head_found is None or head_found.start is None
         else head_found.start - snapshot.now,
         "deep_position": len(queue) // 2 + 1,
         "deep_forecast_ms": deep_ms,
+        "deep_forecast_cpu_ms": deep_cpu,
         "deep_cycles": deep_runs.runs["seconds"].cycles,
+        "deep_looked_ahead_s": deep_runs.runs["seconds"].until - snapshot.now,
         "deep_started": deep_found is not None and deep_found.start is not None,
         "cached_why_ms": lookup_ms,
         "python": platform.python_version(),

@@ -59,8 +59,9 @@ class Forecasts:
             return None
         expected = self.runs["seconds"]
         start = expected.starts.get(job_id)
-        early = self.runs.get("low", expected).starts.get(job_id)
-        late = self.runs.get("high", expected).starts.get(job_id)
+        low, high = self.runs.get("low"), self.runs.get("high")
+        early = None if low is None else low.starts.get(job_id)
+        late = None if high is None else high.starts.get(job_id)
         if start is None:
             return Forecast(
                 job_id,
@@ -81,11 +82,13 @@ class Forecasts:
         k = bisect.bisect_left(self._start_times, start.at)
         ahead = tuple(j for j in self._start_order[:k] if j != job_id)
         method, basis = _method(ended, start.at <= self.now + 1.0)
+        # The range: the early and late runs' starts, widened to hold the expected one (a
+        # different order of ends can move a job either way); unknown when a run was cut.
         times = [start.at, *(s.at for s in (early, late) if s is not None)]
         return Forecast(
             job_id,
             start.at,
-            min(times),
+            min(times) if early is not None else None,
             max(times) if late is not None else None,
             start.pool,
             start.gpu_type,
@@ -110,10 +113,11 @@ def forecast(
     """The expected run, and with ``spread`` the early and the late one, for ``targets``
     (None: every queued job)."""
     scenarios = ("seconds", "low", "high") if spread else ("seconds",)
-    runs = {
-        name: run_forward(snapshot, groups, policy, runtimes, targets, limits, name, stop)
-        for name in scenarios
-    }
+    runs = {}
+    for name in scenarios:
+        if runs and stop is not None and stop():
+            break  # the budget is spent: no range (the expected run always goes)
+        runs[name] = run_forward(snapshot, groups, policy, runtimes, targets, limits, name, stop)
     queued = [job.id for jobs in groups.values() for job in jobs]
     return Forecasts(snapshot.now, runs, queued)
 
@@ -160,6 +164,11 @@ def _beyond(now: float, run: Run) -> str:
     if run.done:
         return "nothing that is running or queued now frees room for it: it waits for a change"
     hours = (run.until - now) / 3600
+    if run.cut == "budget":
+        return (
+            f"not found within the forecast's time budget (it looked {hours:,.1f} h ahead, "
+            f"{run.cycles} cycles): it starts later than that, if nothing else changes"
+        )
     return (
         f"it does not start within the forecast horizon ({hours:,.1f} h ahead, "
         f"{run.cycles} cycles) if nothing else changes"

@@ -95,6 +95,8 @@ class Run:
     until: float = 0.0
     cycles: int = 0
     done: bool = False  # every job asked about started, or nothing more could happen
+    # Why it stopped before that: "horizon", "cycles" (Limits) or "budget" (the caller's stop).
+    cut: str = ""
 
 
 def run_forward(
@@ -214,8 +216,10 @@ class _Forward:
             for job_id in wanted:
                 by_team.setdefault(self.pending[job_id].team, set()).add(job_id)
             asked = {team: frozenset(ids) for team, ids in by_team.items()}
+        result.cut = "cycles"
         while wanted and result.cycles < limits.max_cycles:
             if stop is not None and result.cycles and stop():
+                result.cut = "budget"
                 break
             preempted, protected = self._cycle(limits.window, asked)
             wanted.difference_update(result.starts)
@@ -231,11 +235,14 @@ class _Forward:
             if nxt == math.inf or nxt > horizon:
                 result.until = horizon if nxt != math.inf else self.now
                 result.done = nxt == math.inf
+                result.cut = "" if result.done else "horizon"
                 return result
             self.now = max(self.now, nxt)
             self._end_due()
         result.until = self.now
         result.done = not wanted
+        if result.done:
+            result.cut = ""
         return result
 
     def _cycle(

@@ -180,7 +180,7 @@ def test_horizon_bounds_the_run() -> None:
     )
     assert run.starts == {}
     assert run.until == NOW + 1_000
-    assert not run.done
+    assert not run.done and run.cut == "horizon"
 
 
 def test_inputs_are_not_changed() -> None:
@@ -203,3 +203,13 @@ def test_similarity_widens_when_too_few_samples() -> None:
     # team a has one 8-GPU sample only: the gpu type's three are used
     assert model.estimate("a", "h100", 8).seconds == 300.0
     assert model.estimate("a", "h100", 8).samples == 3
+
+
+def test_a_spent_budget_stops_after_one_cycle_and_leaves_the_range_unknown() -> None:
+    world = World([running("r1", ALL, limit=100)], [queued("q1", 8)])
+    made = forecast(world.snapshot(), world.groups(), Policy(), NO_HISTORY, stop=lambda: True)
+    assert set(made.runs) == {"seconds"}
+    assert made.runs["seconds"].cycles == 1
+    found = made.of("q1")
+    assert found is not None and found.start is None and found.earliest is None
+    assert "time budget" in found.basis
