@@ -92,3 +92,24 @@ def test_without_the_flag_there_is_no_forecast_block(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "forecast" not in json.loads((out / "metrics.json").read_text())["gpupool"]
     assert "start forecast error" not in (out / "report.html").read_text()
+
+
+def test_forecasts_csv_lists_each_forecast_beside_its_start(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(CONFIG, encoding="utf-8")
+    rows = ["submit_time,duration_s,gpus,team,gpu_type,job_id"]
+    rows += [f"{t.submit_s:g},{t.duration_s:g},4,team-a,h100,{t.job_id}" for t in TRACE]
+    (tmp_path / "t.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    args = ["simulate", "--trace", str(tmp_path / "t.csv"), "--config", str(tmp_path / "c.yaml")]
+    args += ["--out", str(out), "--policy", "gpupool", "--no-baselines", "--forecast-sample", "6"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    lines = (out / "forecasts.csv").read_text().splitlines()
+    assert lines[0] == (
+        "policy,job_id,team,gpus,submit_s,forecast_start_s,earliest_s,latest_s,"
+        "actual_start_s,method"
+    )
+    by_id = {line.split(",")[1]: line.split(",") for line in lines[1:]}
+    assert set(by_id) == {j.job_id for j in TRACE}
+    assert by_id["b2"][5] == by_id["b2"][8] == "1100.0"
+    assert by_id["b2"][9] == "past jobs"

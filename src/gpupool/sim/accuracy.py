@@ -19,6 +19,7 @@ cannot know: the jobs submitted after it.
 ``waited``, ``waited_median_abs_error_s``, ``waited_p90_abs_error_s``   the same over the jobs
                                    that waited at least a minute (most jobs of a trace start at
                                    once, and are forecast to: they make the overall median 0)
+``waited_median_error_s``, ``waited_median_wait_s``   their signed error and their wait
 ``beyond_started_within_horizon``  of the jobs forecast beyond the horizon, those that did
                                    start within it (the forward run was cut short)
 ``median_forecast_ms``, ``p90_forecast_ms``   wall time of one forecast (three forward runs)
@@ -97,6 +98,8 @@ def accuracy(sampler: Sampler, outcome: Outcome) -> dict[str, Any]:
     waits: list[float] = []
     inside = beyond = missed = started = 0
     waited: list[float] = []
+    waited_signed: list[float] = []
+    waited_waits: list[float] = []
     for job_id, made in sorted(sampler.made.items()):
         record = by_id[job_id]
         if record.first_start is None:
@@ -112,10 +115,14 @@ def accuracy(sampler: Sampler, outcome: Outcome) -> dict[str, Any]:
         waits.append(actual - record.trace.submit_s)
         if actual - record.trace.submit_s >= WAITED_S:
             waited.append(abs(made.start - actual))
+            waited_signed.append(made.start - actual)
+            waited_waits.append(actual - record.trace.submit_s)
         low = made.earliest if made.earliest is not None else made.start
         high = made.latest if made.latest is not None else made.start
         inside += low - 1.0 <= actual <= high + 1.0
     errors.sort()
+    waited_signed.sort()
+    waited_waits.sort()
     waited.sort()
     signed.sort()
     waits.sort()
@@ -133,9 +140,33 @@ def accuracy(sampler: Sampler, outcome: Outcome) -> dict[str, Any]:
         "waited": len(waited),
         "waited_median_abs_error_s": percentile(waited, 0.5),
         "waited_p90_abs_error_s": percentile(waited, 0.9),
+        "waited_median_error_s": percentile(waited_signed, 0.5),
+        "waited_median_wait_s": percentile(waited_waits, 0.5),
         "beyond_started_within_horizon": missed,
         "median_forecast_ms": percentile(spent, 0.5),
         "p90_forecast_ms": percentile(spent, 0.9),
         "horizon_s": sampler.limits.horizon_s,
         "max_cycles": sampler.limits.max_cycles,
     }
+
+
+def rows(sampler: Sampler, outcome: Outcome) -> list[dict[str, Any]]:
+    """One row per forecast job (``forecasts.csv``): its forecast beside its simulated start."""
+    by_id = {r.trace.job_id: r for r in outcome.jobs}
+    out = []
+    for job_id, made in sorted(sampler.made.items()):
+        record = by_id[job_id]
+        out.append(
+            {
+                "job_id": job_id,
+                "team": record.trace.team,
+                "gpus": record.shape.total,
+                "submit_s": record.trace.submit_s,
+                "forecast_start_s": made.start,
+                "earliest_s": made.earliest,
+                "latest_s": made.latest,
+                "actual_start_s": record.first_start,
+                "method": made.method,
+            }
+        )
+    return out

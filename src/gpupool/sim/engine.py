@@ -104,6 +104,7 @@ class Outcome:
     currency: str = "USD"
     budgets: list[BudgetRun] = field(default_factory=list)  # the configuration's, enforced
     forecast: dict[str, Any] | None = None  # with --forecast-sample: sim.accuracy's block
+    forecast_rows: list[dict[str, Any]] = field(default_factory=list)  # ... and its jobs
 
 
 class Simulation:

@@ -192,6 +192,21 @@ def write_jobs(out: Path, outcomes: list[Outcome]) -> Path:
     return path
 
 
+def write_forecasts(out: Path, outcomes: list[Outcome]) -> Path:
+    """``forecasts.csv``: with ``--forecast-sample``, each forecast job per policy, its forecast
+    start and range beside its simulated start (seconds from the trace's start)."""
+    path = out / "forecasts.csv"
+    keys = ("job_id", "team", "gpus", "submit_s", "forecast_start_s", "earliest_s", "latest_s")
+    keys += ("actual_start_s", "method")
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["policy", *keys])
+        for outcome in outcomes:
+            for row in outcome.forecast_rows:
+                writer.writerow([outcome.policy, *("" if row[k] is None else row[k] for k in keys)])
+    return path
+
+
 def write_report(
     out: Path, metrics: Mapping[str, Mapping[str, Any]], outcomes: list[Outcome], title: str
 ) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
-from gpupool.sim.accuracy import accuracy, attach
+from gpupool.sim.accuracy import accuracy, attach, rows
 from gpupool.sim.budgets import DEFAULT_ORIGIN
 from gpupool.sim.cluster import (
     POLICIES,
@@ -30,7 +30,7 @@ from gpupool.sim.cluster import (
 from gpupool.sim.compare import BASELINES, compare
 from gpupool.sim.engine import Outcome, Simulation
 from gpupool.sim.metrics import summarize
-from gpupool.sim.report import write_jobs, write_metrics, write_report
+from gpupool.sim.report import write_forecasts, write_jobs, write_metrics, write_report
 from gpupool.sim.trace import RowProblem, Trace, TraceJob, load_trace
 from gpupool.spec.models import ClusterConfig
 
@@ -186,6 +186,7 @@ def _replay(
     outcome = simulation.run(report)
     if sampler is not None:
         outcome.forecast = accuracy(sampler, outcome)
+        outcome.forecast_rows = rows(sampler, outcome)
     return outcome
 
 
@@ -248,8 +249,11 @@ def write_outputs(
     out: Path, metrics: dict[str, Any], outcomes: list[Outcome], title: str
 ) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
-    return [
+    written = [
         write_metrics(out, metrics),
         write_jobs(out, outcomes),
         write_report(out, metrics, outcomes, title),
     ]
+    if any(outcome.forecast_rows for outcome in outcomes):
+        written.append(write_forecasts(out, outcomes))
+    return written
