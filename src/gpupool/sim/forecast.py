@@ -116,7 +116,8 @@ def run_forward(
     runtime to use (``seconds``, ``low``, ``high`` of :class:`Runtime`)."""
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}: use one of {', '.join(SCENARIOS)}")
-    return _Forward(snapshot, groups, policy, runtimes, scenario).run(targets, limits, stop)
+    forward = _Forward(snapshot, groups, policy, runtimes, scenario, limits.window, targets)
+    return forward.run(targets, limits, stop)
 
 
 def _window(
@@ -150,6 +151,8 @@ class _Forward:
         policy: Policy,
         runtimes: RuntimeModel,
         scenario: str,
+        window: int | None = None,
+        targets: Collection[str] | None = None,
     ) -> None:
         self.start = self.now = snapshot.now
         self.snapshot = snapshot
@@ -190,15 +193,54 @@ class _Forward:
                     job.team, job.gpu_type, gpus, self.now - job.started_at
                 )
             self._push_end(job.id, self.now + self._pick(estimate), estimate)
+        # Queues are loaded lazily: each team's first ``window`` jobs (its *prefix*, in the
+        # queue order ``groups`` lists them in), topped up as they start, and the jobs asked
+        # about. Every job not loaded comes after every prefix job, so the first ``window``
+        # jobs of a loaded queue are those of the whole queue, at a cost that does not grow
+        # with the queues. All asked (``targets`` None) or no window: every job is loaded.
+        self._window = None if targets is None else window
+        self._rest: dict[str, tuple[PendingJob, ...]] = {}
+        self._cursor: dict[str, int] = {}
+        self._prefix: set[str] = set()
+        self._in_prefix: dict[str, int] = {}
         for team, jobs in groups.items():
             if team not in snapshot.teams:
                 continue
-            queue = self.queues[team] = TeamQueue()
-            queue.fill(jobs)
-            for waiting in jobs:
-                self.pending[waiting.id] = waiting
-                self._waits.append((waiting.waiting_since, waiting.id))
+            self.queues[team] = TeamQueue()
+            self._rest[team], self._cursor[team], self._in_prefix[team] = jobs, 0, 0
+            self._top_up(team, bulk=True)
+        if targets is not None and self._window is not None:
+            wanted = set(targets) - self.pending.keys()
+            for team, jobs in self._rest.items():
+                for job in jobs[self._cursor[team] :] if wanted else ():
+                    if job.id in wanted:
+                        self._load(job, bulk=True)
+                        wanted.discard(job.id)
         self._waits.sort()
+
+    def _top_up(self, team: str, bulk: bool = False) -> None:
+        """Load the team's next jobs until its prefix holds ``window`` queued jobs."""
+        rest, window = self._rest[team], self._window
+        at = self._cursor[team]
+        while at < len(rest) and (window is None or self._in_prefix[team] < window):
+            job = rest[at]
+            at += 1
+            if job.id in self.running or job.id in self.shape:
+                continue  # asked about, loaded early and started since
+            if job.id not in self.pending:
+                self._load(job, bulk)
+            self._prefix.add(job.id)
+            self._in_prefix[team] += 1
+        self._cursor[team] = at
+
+    def _load(self, job: PendingJob, bulk: bool) -> None:
+        self.pending[job.id] = job
+        self.queues[job.team].put(job)
+        entry = (job.waiting_since, job.id)
+        if bulk:
+            self._waits.append(entry)  # sorted once the constructor has loaded them all
+        else:
+            bisect.insort(self._waits, entry)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -266,10 +308,15 @@ class _Forward:
         self.nominations = outcome.nominations
         for preemption in outcome.preemptions:
             self._requeue(preemption.job_id)
+        topped: set[str] = set()
         for admission in outcome.admissions:
             job = self.pending.pop(admission.job_id)
             self._unqueue(job)
             self.shape[job.id] = job
+            if job.id in self._prefix:
+                self._prefix.discard(job.id)
+                self._in_prefix[job.team] -= 1
+                topped.add(job.team)
             running = RunningJob(
                 id=job.id,
                 team=job.team,
@@ -291,6 +338,8 @@ class _Forward:
                 job.team, admission.gpu_type, job.total_gpus, job.max_runtime_s
             )
             self._push_end(job.id, self.now + self._pick(estimate), estimate)
+        for team in sorted(topped):
+            self._top_up(team)
         return bool(outcome.preemptions), outcome.protected_until
 
     def _end_due(self) -> None:
