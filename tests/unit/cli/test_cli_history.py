@@ -10,7 +10,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from tests.support.rows import T0, queued_job
 from typer.testing import CliRunner
 
 from gpupool.cli.main import app
@@ -20,6 +19,7 @@ from gpupool.sim.trace import load_trace
 from gpupool.state.db import make_engine, session_factory
 from gpupool.state.models import AttemptRow
 from gpupool.state.schema import ensure_schema
+from support.rows import T0, queued_job
 
 runner = CliRunner()
 SECRET = "hunter2-AKIAIOSFODNN7EXAMPLE"
