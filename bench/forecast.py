@@ -13,11 +13,11 @@ as the server does it once the controller's last cycle is at hand):
   first team's queue, as ``why`` computes it when no forecast of this cycle is cached.
 * ``head_cycles``: the cycles of its expected run; ``head_start_in_s``: when it starts.
 * ``deep_forecast_ms``: the same for the job in the middle of that team's queue; its runs stop
-  at the server's limits (``--max-cycles``, a 7-day horizon) and its budget of wall time
+  at the server's limits (``--max-cycles``, a 7-day horizon) and its budget of CPU time
   (``--budget-s``, the server's 2 s; 0: none): ``deep_cycles``, and whether it was found to
   start (``deep_started``).
 * ``*_cpu_ms``: the same in CPU time of the process (on a shared machine wall time also
-  counts the time other processes had the CPU; the 2 s budget is wall time).
+  counts the time other processes had the CPU; the 2 s budget is CPU time too).
 * ``cached_why_ms``: answering for a job whose forecast this cycle already made (a lookup):
   what every later ``why`` of the same cycle costs. The server refreshes a job's forecast at
   most once per controller cycle.
@@ -105,8 +105,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     def one(job_id: str) -> Forecasts:
         stop = None
         if args.budget_s > 0:
-            deadline = time.monotonic() + args.budget_s
-            stop = lambda: time.monotonic() > deadline  # noqa: E731
+            deadline = time.thread_time() + args.budget_s
+            stop = lambda: time.thread_time() > deadline  # noqa: E731
         return forecast(
             snapshot, groups, policy, model, targets=(job_id,), limits=limits, stop=stop
         )

@@ -97,7 +97,7 @@ class Runtime:
             limits=self.settings.limits,
             pool_health=self.controller.backoff.health,
             forecasts=ForecastService(
-                self.sessions, self.current_config, self.clock, lambda: self.controller.last_cycle
+                self.sessions, self.current_config, lambda: self.controller.last_cycle
             ),
         )
         self.tokens = TokenService(self.sessions, self.clock)

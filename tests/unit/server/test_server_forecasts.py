@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from gpupool.config import sqlite_url
-from gpupool.controller.clock import SystemClock
 from gpupool.controller.observer import CycleSeen
 from gpupool.core.jobs import JobStatus
 from gpupool.scheduler import (
@@ -86,7 +85,7 @@ def test_made_once_per_cycle_from_past_runtimes(
     sessions: SessionFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cycles = [seen(NOW.timestamp())]
-    service = ForecastService(sessions, lambda: CONFIG, SystemClock(), lambda: cycles[-1])
+    service = ForecastService(sessions, lambda: CONFIG, lambda: cycles[-1])
     made: list[str] = []
     real = module.forecast
 
@@ -107,7 +106,7 @@ def test_made_once_per_cycle_from_past_runtimes(
 
 
 def test_without_a_cycle_there_is_no_estimate(sessions: SessionFactory) -> None:
-    service = ForecastService(sessions, lambda: CONFIG, SystemClock(), lambda: None)
+    service = ForecastService(sessions, lambda: CONFIG, lambda: None)
     found, cycle = service.forecast("q")
     assert (found, cycle) == (None, None)
     estimate = service.estimate(found, cycle)

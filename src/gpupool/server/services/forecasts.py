@@ -4,8 +4,8 @@ The forecast (:mod:`gpupool.sim.estimate`) starts from the controller's last cyc
 controller saw it (``Controller.last_cycle``: the snapshot, every team's queue), and the
 runtimes of past jobs from the store (``state.history``). A job's forecast is made at most once
 per controller cycle and kept until the next one, so asking again costs a lookup; making one is
-bounded by the forward run's limits and by ``budget_s`` of wall time (a run cut short leaves
-the jobs it had not started without a start, and says so).
+bounded by the forward run's limits and by ``budget_s`` of the asking thread's CPU time (a run
+cut short leaves the jobs it had not started without a start, and says so).
 
 Visibility: a caller reads the job (its team), so the jobs ahead of it in its team's queue are
 named; of the running and queued jobs of other teams it waits for, only those of teams the
@@ -18,11 +18,11 @@ replica) answers without an estimate and says why.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from gpupool.auth.principal import Action, Principal
-from gpupool.controller.clock import Clock
 from gpupool.controller.observer import CycleSeen
 from gpupool.controller.snapshot import policy_for
 from gpupool.scheduler import RunningJob
@@ -37,7 +37,9 @@ from gpupool.state.db import SessionFactory
 HISTORY_DAYS = 90  # past attempts the runtime estimates draw on
 NAMED = 20  # at most this many job ids per entry of waits_for
 QUOTA_CODES = ("quota", "cohort", "budget")
-BUDGET_S = 2.0  # wall time one job's forecast may take (its three forward runs together)
+# CPU time of the asking thread one job's forecast may take (its three forward runs together):
+# CPU, not wall, time, so that a busy machine does not make forecasts shorter-sighted.
+BUDGET_S = 2.0
 
 
 class ForecastService:
@@ -45,17 +47,17 @@ class ForecastService:
         self,
         sessions: SessionFactory,
         config: Callable[[], ClusterConfig],
-        clock: Clock,
         last_cycle: Callable[[], CycleSeen | None],
         limits: Limits = Limits(),
         budget_s: float = BUDGET_S,
+        cpu_time: Callable[[], float] = time.thread_time,
     ) -> None:
         self._sessions = sessions
         self._config = config
-        self._clock = clock
         self._last_cycle = last_cycle
         self.limits = limits
         self.budget_s = budget_s
+        self._cpu_time = cpu_time
         self._lock = threading.Lock()
         self._seen: CycleSeen | None = None
         self._model: RuntimeModel | None = None
@@ -96,7 +98,7 @@ class ForecastService:
         if job_id not in self._team_of:
             return None
         assert self._model is not None
-        deadline = self._clock.monotonic() + self.budget_s
+        deadline = self._cpu_time() + self.budget_s
         return forecast(
             seen.snapshot,
             seen.queued,
@@ -104,7 +106,7 @@ class ForecastService:
             self._model,
             targets=(job_id,),
             limits=self.limits,
-            stop=lambda: self._clock.monotonic() > deadline,
+            stop=lambda: self._cpu_time() > deadline,
         ).of(job_id)
 
     # -- the answer ------------------------------------------------------------------------
