@@ -121,7 +121,7 @@ CASES = [
             "past jobs",
             RuntimeModel([("a", "h100", 8, s) for s in (1200.0, 1800.0, 2400.0)]),
         ),
-        id="no limit: the median of similar past jobs longer than it ran, less what it ran",
+        id="no limit: the mean of similar past jobs longer than it ran, less what it ran",
     ),
     pytest.param(
         Case(
@@ -213,3 +213,9 @@ def test_a_spent_budget_stops_after_one_cycle_and_leaves_the_range_unknown() -> 
     found = made.of("q1")
     assert found is not None and found.start is None and found.earliest is None
     assert "time budget" in found.basis
+
+
+def test_heavy_tailed_runtimes_are_estimated_by_their_mean() -> None:
+    model = RuntimeModel([("a", "h100", 8, s) for s in (100.0, 100.0, 1000.0)])
+    found = model.estimate("a", "h100", 8)
+    assert (found.seconds, found.low, found.high) == (400.0, 100.0, 550.0)
