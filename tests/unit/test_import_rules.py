@@ -55,6 +55,7 @@ CLI_EXEMPT = {
     "export_kubernetes.py",
     "export_azure.py",
     "webhook.py",
+    "history.py",
 }
 
 

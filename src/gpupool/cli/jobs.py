@@ -397,7 +397,8 @@ def cancel(
 
 
 def why(ctx: typer.Context, job_id: JobId, as_json: JsonFlag = False) -> None:
-    """Explain why a job is still pending, per gpu type."""
+    """Explain why a job is still pending, per gpu type: its place in its team's queue, what
+    it waits for, and when it is expected to start."""
     with client(ctx) as sdk:
         report = sdk.why(job_id)
     if as_json:
@@ -410,6 +411,25 @@ def why(ctx: typer.Context, job_id: JobId, as_json: JsonFlag = False) -> None:
     if report.reasons:
         rows = [(r.gpu_type, r.code, r.message) for r in report.reasons]
         console.print(output.table(("gpu type", "reason", "message"), rows))
+    if report.queue_position is not None:
+        console.print(f"queue position: {report.queue_position} of {report.queue_length}")
+    for blocker in report.waits_for:
+        named = f": {', '.join(blocker.jobs)}" if blocker.jobs else ""
+        console.print(f"waits for ({blocker.kind}): {escape(blocker.message)}{escape(named)}")
+    estimate = report.estimate
+    if estimate is not None:
+        if estimate.start_at is None:
+            console.print(f"estimated start: unknown ({escape(estimate.basis)})")
+        else:
+            span = ""
+            if estimate.earliest is not None and estimate.latest is not None:
+                span = (
+                    f" (between {output.timestamp(estimate.earliest)} and "
+                    f"{output.timestamp(estimate.latest)})"
+                )
+            where = f" on {estimate.pool}" if estimate.pool else ""
+            console.print(f"estimated start: {output.timestamp(estimate.start_at)}{where}{span}")
+            console.print(f"  method: {escape(estimate.method)}: {escape(estimate.basis)}")
 
 
 def register(app: typer.Typer) -> None:

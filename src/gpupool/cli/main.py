@@ -30,6 +30,7 @@ from gpupool.cli import (
     db,
     doctor,
     export,
+    history,
     jobs,
     login,
     logs,
@@ -92,6 +93,7 @@ db.register(app)
 doctor.register(app)
 simulate.register(app)
 export.register(app)
+history.register(app)
 
 
 # What a client-only install (`pip install gpupool`: the CLI and the SDK) leaves out; the

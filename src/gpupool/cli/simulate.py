@@ -60,6 +60,14 @@ def simulate(
             "and the targets compare with them."
         ),
     ] = True,
+    forecast_sample: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Forecast the start of N jobs (drawn with --seed) at their submit, as the "
+            "server's 'why' would, and report the error against their simulated start.",
+        ),
+    ] = 0,
 ) -> None:
     """Replay a trace through the production scheduler on a virtual clock, one run per policy,
     and write metrics.json, jobs.csv and report.html to --out."""
@@ -96,6 +104,7 @@ def simulate(
         until=until,
         dedicated_pools=dedicated_pools,
         baselines=baselines,
+        forecast_sample=forecast_sample,
     )
     try:
         prepared = prepare(request)

@@ -153,12 +153,41 @@ class Reason(ReadModel):
     message: str = ""
 
 
+class Blocker(ReadModel):
+    """Something a queued job waits for: ``queue``, ``running``, ``queued`` or ``quota``;
+    ``jobs`` names only jobs of teams the caller may read."""
+
+    kind: str = ""
+    message: str = ""
+    count: int = 0
+    gpus: int = 0
+    gpu_type: str | None = None
+    jobs: list[str] = Field(default_factory=list)
+
+
+class StartEstimate(ReadModel):
+    """When a queued job is expected to start, its range, and how that was estimated."""
+
+    start_at: datetime | None = None
+    earliest: datetime | None = None
+    latest: datetime | None = None
+    pool: str | None = None
+    gpu_type: str | None = None
+    method: str = "none"
+    basis: str = ""
+    forecast_at: datetime | None = None
+
+
 class WhyReport(ReadModel):
     job_id: str
     status: str
     last_considered_at: datetime | None = None
     summary: str = ""
     reasons: list[Reason] = Field(default_factory=list)
+    queue_position: int | None = None
+    queue_length: int | None = None
+    waits_for: list[Blocker] = Field(default_factory=list)
+    estimate: StartEstimate | None = None
 
 
 class TeamQuota(ReadModel):

@@ -131,6 +131,8 @@ class Controller:
         # preemptors (the last cycle's, handed to the next one; lost on a restart, which costs
         # a waiting preemptor at most one more preemption).
         self._nominations: tuple[Nomination, ...] = ()
+        # The last cycle as it ran (never changed once made; None: none this term).
+        self.last_cycle: CycleSeen | None = None
         self._dirty = True
         self._last_full = float("-inf")
         self._last_prune = float("-inf")
@@ -265,6 +267,7 @@ class Controller:
             self.queue.forget()  # the store is read whole at the term's first cycle
             self._parking = Parking()
             self._nominations = ()
+            self.last_cycle = None
             self._history = None
             self.budgets.forget()
             self._dirty = True
@@ -332,19 +335,19 @@ class Controller:
         self._nominations = result.nominations
         cycle_ms = (self._clock.monotonic() - started) * 1000
         self._persist(result, now)
-        self.observer.cycle(
-            CycleSeen(
-                snapshot.now,
-                cycle_ms / 1000,
-                snapshot,
-                groups,
-                result,
-                self._reasons_of,
-                self.queue.started,
-                self.queue.pending_view,
-                frozenset(self._parking.teams),
-            )
+        seen = CycleSeen(
+            snapshot.now,
+            cycle_ms / 1000,
+            snapshot,
+            groups,
+            result,
+            self._reasons_of,
+            self.queue.started,
+            self.queue.pending_view,
+            frozenset(self._parking.teams),
         )
+        self.last_cycle = seen  # what start forecasts begin from (server.services.forecasts)
+        self.observer.cycle(seen)
         log.debug(
             "cycle: %d queued (%d teams parked), %d active, %d admitted in %.1f ms",
             len(self.queue),

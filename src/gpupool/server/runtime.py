@@ -34,6 +34,7 @@ from gpupool.server.services.audit import AuditService
 from gpupool.server.services.budgets import BudgetService
 from gpupool.server.services.config import ConfigService
 from gpupool.server.services.dashboard import DashboardService
+from gpupool.server.services.forecasts import ForecastService
 from gpupool.server.services.jobs import JobService
 from gpupool.server.services.teams import TeamService
 from gpupool.server.services.tokens import TokenService
@@ -98,6 +99,9 @@ class Runtime:
             self.controller.wake,
             limits=self.settings.limits,
             pool_health=self.controller.backoff.health,
+            forecasts=ForecastService(
+                self.sessions, self.current_config, lambda: self.controller.last_cycle
+            ),
         )
         self.tokens = TokenService(self.sessions, self.clock)
         self.teams = TeamService(

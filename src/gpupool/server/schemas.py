@@ -237,12 +237,49 @@ class ReasonOut(BaseModel):
     message: str
 
 
+class BlockerOut(BaseModel):
+    """Something a queued job waits for. ``kind``: ``queue`` (jobs ahead of it in its team's
+    queue), ``running`` (jobs running now that must end first where it is forecast to start),
+    ``queued`` (jobs of other teams forecast to start before it) or ``quota`` (its team's quota,
+    its cohort's or a budget). ``jobs`` lists only jobs of teams the caller may read; the
+    others are only counted."""
+
+    kind: str
+    message: str
+    count: int = 0
+    gpus: int = 0
+    gpu_type: str | None = None
+    jobs: list[str] = Field(default_factory=list)
+
+
+class EstimateOut(BaseModel):
+    """When a queued job is expected to start: the production scheduler run forward from the
+    controller's last cycle (``forecast_at``), if nothing else is submitted. ``start_at`` None:
+    not within the forecast's horizon. ``method`` and ``basis`` say how the runtimes of the
+    jobs it waits for were taken (their limits, similar past jobs) and so how sure it is;
+    ``earliest`` .. ``latest`` is the range."""
+
+    start_at: datetime | None = None
+    earliest: datetime | None = None
+    latest: datetime | None = None
+    pool: str | None = None
+    gpu_type: str | None = None
+    method: str = "none"
+    basis: str = ""
+    forecast_at: datetime | None = None
+
+
 class WhyOut(BaseModel):
     job_id: str
     status: str
     last_considered_at: datetime | None
     summary: str
     reasons: list[ReasonOut]
+    # For a queued job: its place in its team's queue (1: next) of ``queue_length``.
+    queue_position: int | None = None
+    queue_length: int | None = None
+    waits_for: list[BlockerOut] = Field(default_factory=list)
+    estimate: EstimateOut | None = None
 
 
 class TeamQuotaOut(BaseModel):

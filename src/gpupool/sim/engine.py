@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from gpupool.accounting.pricing import price_per_gpu_hour
 from gpupool.backends.base import AdapterContext, JobHandle, JobSpec, RunState
@@ -102,6 +103,8 @@ class Outcome:
     pool_price: dict[str, float] = field(default_factory=dict)
     currency: str = "USD"
     budgets: list[BudgetRun] = field(default_factory=list)  # the configuration's, enforced
+    forecast: dict[str, Any] | None = None  # with --forecast-sample: sim.accuracy's block
+    forecast_rows: list[dict[str, Any]] = field(default_factory=list)  # ... and its jobs
 
 
 class Simulation:
@@ -164,6 +167,11 @@ class Simulation:
         self.running: dict[str, JobRecord] = {}
         self.ends: list[tuple[float, int, str, int]] = []  # (time, seq, job id, attempt)
         self._seq = 0
+        # Finished attempts as (team, gpu type, GPUs, seconds run): the past jobs a forecast
+        # made during the run estimates runtimes from (sim/accuracy.py).
+        self.finished: list[tuple[str, str, int, float]] = []
+        # Called with each job as it arrives, before the cycle that may start it (forecasts).
+        self.on_arrival: Callable[[JobRecord], None] | None = None
         self.held = 0  # GPUs held by running attempts
         # quota-guarantee bookkeeping, per trace team
         self.team_held: dict[str, int] = dict.fromkeys(nominal, 0)
@@ -217,6 +225,8 @@ class Simulation:
             self.now = now
             while next_arrival < len(arrivals) and arrivals[next_arrival].trace.submit_s <= now:
                 self._arrive(arrivals[next_arrival])
+                if self.on_arrival is not None:
+                    self.on_arrival(arrivals[next_arrival])
                 next_arrival += 1
                 events += 1
                 dirty = True
@@ -299,6 +309,23 @@ class Simulation:
             self._start(record, admission.pool, admission.gpu_type, admission.placements)
             record.borrowed = admission.borrowed
         return bool(result.preemptions)
+
+    def snapshot_now(self) -> tuple[Snapshot, dict[str, tuple[PendingJob, ...]]]:
+        """The world as the next cycle would see it, and each team's queue: what a forecast
+        made now starts from (the running jobs carry no end: the trace's durations are what
+        the scheduler cannot know)."""
+        if self._running is None:
+            self._running = tuple(r.running for r in self.running.values() if r.running is not None)
+        snapshot = Snapshot(
+            now=self.now,
+            pools=self.pools.pools(),
+            teams=self._team_views(self.now),
+            running=self._running,
+            nominations=self.nominations,
+            budgets=self.budgets.blocks,
+        )
+        groups = {team: queue.jobs() for team, queue in sorted(self.queues.items()) if len(queue)}
+        return snapshot, groups
 
     def _team_views(self, now: float) -> dict[str, TeamView]:
         usage = self.meter.usage(now)
@@ -409,6 +436,11 @@ class Simulation:
         status = self.backends[record.pool].poll([record.handle])[record.handle.key]
         if status.state is RunState.RUNNING or status.state is RunState.PENDING:
             raise AssertionError(f"{record.trace.job_id} has not ended at {self.now}: {status}")
+        running = record.running
+        assert running is not None
+        self.finished.append(
+            (record.team, running.gpu_type, running.gpus, self.now - record.started)
+        )
         self._release(record)
         record.end = self.now
         return True

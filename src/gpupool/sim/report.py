@@ -44,6 +44,11 @@ TABLE_KEYS = (
     ("idle_cost", "idle cost", "{:,.0f}"),
     ("quota_violation_s", "quota violation (h)", "hours"),
     ("jain_fairness", "Jain fairness", "{:.3f}"),
+    ("forecast.median_abs_error_s", "start forecast error p50 (h)", "hours"),
+    ("forecast.p90_abs_error_s", "start forecast error p90 (h)", "hours"),
+    ("forecast.waited_median_abs_error_s", "  of jobs that waited: p50 (h)", "hours"),
+    ("forecast.waited_p90_abs_error_s", "  of jobs that waited: p90 (h)", "hours"),
+    ("forecast.within_range", "starts within forecast range", "{:.0%}"),
     ("wall_s", "wall (s)", "{:.1f}"),
     ("events_per_s", "events/s", "{:,.0f}"),
 )
@@ -64,6 +69,10 @@ def table_rows(metrics: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
     return [
         [label, *(fmt(_get(metrics[p], key), how) for p in metrics)]
         for key, label, how in TABLE_KEYS
+        # rows of optional blocks (forecast: only with --forecast-sample) when some policy has it
+        if "." not in key
+        or key.startswith("preemptions_per_job.")
+        or any(_get(metrics[p], key) is not None for p in metrics)
     ]
 
 
@@ -180,6 +189,21 @@ def write_jobs(out: Path, outcomes: list[Outcome]) -> Path:
                         r.unschedulable,
                     ]
                 )
+    return path
+
+
+def write_forecasts(out: Path, outcomes: list[Outcome]) -> Path:
+    """``forecasts.csv``: with ``--forecast-sample``, each forecast job per policy, its forecast
+    start and range beside its simulated start (seconds from the trace's start)."""
+    path = out / "forecasts.csv"
+    keys = ("job_id", "team", "gpus", "submit_s", "forecast_start_s", "earliest_s", "latest_s")
+    keys += ("actual_start_s", "method")
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["policy", *keys])
+        for outcome in outcomes:
+            for row in outcome.forecast_rows:
+                writer.writerow([outcome.policy, *("" if row[k] is None else row[k] for k in keys)])
     return path
 
 

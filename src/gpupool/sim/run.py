@@ -16,6 +16,7 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
+from gpupool.sim.accuracy import accuracy, attach, rows
 from gpupool.sim.budgets import DEFAULT_ORIGIN
 from gpupool.sim.cluster import (
     POLICIES,
@@ -29,7 +30,7 @@ from gpupool.sim.cluster import (
 from gpupool.sim.compare import BASELINES, compare
 from gpupool.sim.engine import Outcome, Simulation
 from gpupool.sim.metrics import summarize
-from gpupool.sim.report import write_jobs, write_metrics, write_report
+from gpupool.sim.report import write_forecasts, write_jobs, write_metrics, write_report
 from gpupool.sim.trace import RowProblem, Trace, TraceJob, load_trace
 from gpupool.spec.models import ClusterConfig
 
@@ -51,6 +52,7 @@ class Request:
     until: datetime | None = None  # ... and before
     dedicated_pools: bool = False  # Philly: one pool per VC, as when each VC is its own cluster
     baselines: bool = True  # add hard-quota-fifo and fifo when not asked: the comparisons need them
+    forecast_sample: int = 0  # forecast this many drawn jobs at their submit (sim.accuracy)
 
 
 @dataclass
@@ -63,6 +65,8 @@ class Prepared:
     # Where virtual time 0 lies (budget periods are cut from it): the trace's start when its
     # submit times are wall-clock times.
     origin: datetime = DEFAULT_ORIGIN
+    forecast_sample: int = 0
+    seed: int = 0
 
 
 class SimulationError(ValueError):
@@ -75,6 +79,8 @@ def prepare(request: Request) -> Prepared:
         raise SimulationError(
             f"unknown --policy {', '.join(unknown)}: use any of {', '.join(POLICIES)}"
         )
+    if request.forecast_sample < 0:
+        raise SimulationError(f"--forecast-sample must be 0 or more, got {request.forecast_sample}")
     if not 0 < request.sample <= 1:
         raise SimulationError(f"--sample must be in (0, 1], got {request.sample}")
     if (request.config is None) == (request.philly_vcs is None):
@@ -111,7 +117,16 @@ def prepare(request: Request) -> Prepared:
         name: sum(q.nominal for q in team.quota.values()) for name, team in config.teams.items()
     }
     origin = trace.start or DEFAULT_ORIGIN
-    return Prepared(jobs, trace.problems, config, setups, nominal, origin)
+    return Prepared(
+        jobs,
+        trace.problems,
+        config,
+        setups,
+        nominal,
+        origin,
+        request.forecast_sample,
+        request.seed,
+    )
 
 
 def policies(request: Request) -> list[str]:
@@ -152,12 +167,27 @@ def simulate_all(
     else:
         outcomes = []
         for setup in prepared.setups:
-            simulation = Simulation(setup, prepared.jobs, prepared.nominal, prepared.origin)
             report = None if progress is None else _throttled(progress, setup.name, total)
-            outcomes.append(simulation.run(report))
+            outcomes.append(_replay(prepared, setup, report))
     metrics = {outcome.policy: summarize(outcome) for outcome in outcomes}
+    for outcome in outcomes:
+        if outcome.forecast is not None:
+            metrics[outcome.policy]["forecast"] = outcome.forecast
     compare(metrics, outcomes)
     return metrics, outcomes
+
+
+def _replay(
+    prepared: Prepared, setup: PolicySetup, report: Callable[[int], None] | None
+) -> Outcome:
+    """One policy's replay; with ``forecast_sample``, its forecasts' accuracy in the outcome."""
+    simulation = Simulation(setup, prepared.jobs, prepared.nominal, prepared.origin)
+    sampler = attach(simulation, prepared.forecast_sample, prepared.seed)
+    outcome = simulation.run(report)
+    if sampler is not None:
+        outcome.forecast = accuracy(sampler, outcome)
+        outcome.forecast_rows = rows(sampler, outcome)
+    return outcome
 
 
 # What forked workers read: set just before the fork, so nothing (lambdas included) is pickled
@@ -172,7 +202,7 @@ def _run_one(index: int) -> Outcome:
     report = _throttled(
         lambda name, done, _: queue.put((name, done)), setup.name, len(prepared.jobs)
     )
-    return Simulation(setup, prepared.jobs, prepared.nominal, prepared.origin).run(report)
+    return _replay(prepared, setup, report)
 
 
 def _in_processes(
@@ -219,8 +249,11 @@ def write_outputs(
     out: Path, metrics: dict[str, Any], outcomes: list[Outcome], title: str
 ) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
-    return [
+    written = [
         write_metrics(out, metrics),
         write_jobs(out, outcomes),
         write_report(out, metrics, outcomes, title),
     ]
+    if any(outcome.forecast_rows for outcome in outcomes):
+        written.append(write_forecasts(out, outcomes))
+    return written

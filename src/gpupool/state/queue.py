@@ -433,3 +433,22 @@ def abandoned_to_stop(session: Session) -> Sequence[ColumnRow]:
 def mark_cancel_sent(session: Session, attempt_id: int) -> None:
     session.execute(update(AttemptRow).where(AttemptRow.id == attempt_id).values(cancel_sent=True))
     changes.touch_attempts(session, (attempt_id,))
+
+
+def position(session: Session, job: JobRow) -> tuple[int, int]:
+    """A queued job's place in its team's queue (1: next) and the queue's length, in the
+    controller's queue order: priority high first, then submit time, then id."""
+    queued = and_(JobRow.team == job.team, JobRow.status == JobStatus.QUEUED.value)
+    ahead = or_(
+        JobRow.priority > job.priority,
+        and_(JobRow.priority == job.priority, JobRow.submitted_at < job.submitted_at),
+        and_(
+            JobRow.priority == job.priority,
+            JobRow.submitted_at == job.submitted_at,
+            JobRow.id < job.id,
+        ),
+    )
+    before, length = session.execute(
+        select(func.count(case((ahead, 1))), func.count()).select_from(JobRow).where(queued)
+    ).one()
+    return int(before) + 1, int(length)

@@ -213,3 +213,57 @@ def test_jobs_watch_redraws_until_interrupted(
 def test_jobs_watch_refuses_json(api: FakeApi, runner: CliRunner) -> None:
     result = runner.invoke(app, ["jobs", "--watch", "--json"])
     assert result.exit_code == 2 and "--watch draws a table" in result.output
+
+
+def test_why_shows_position_blockers_and_estimate(api: FakeApi, runner: CliRunner) -> None:
+    report = why_json(
+        job_id="j-1",
+        queue_position=3,
+        queue_length=7,
+        waits_for=[
+            {
+                "kind": "queue",
+                "message": "2 job(s) of team-a ahead of it",
+                "count": 2,
+                "jobs": ["j-a", "j-b"],
+            },
+            {
+                "kind": "running",
+                "message": "1 running job(s) holding 4 GPUs on p end first "
+                "(1 of teams you cannot see)",
+                "count": 1,
+                "gpus": 4,
+                "jobs": [],
+            },
+        ],
+        estimate={
+            "start_at": "2024-05-01T13:00:00Z",
+            "earliest": "2024-05-01T12:30:00Z",
+            "latest": "2024-05-01T14:00:00Z",
+            "pool": "p",
+            "method": "past jobs",
+            "basis": "no runtime limits: estimated from up to 12 similar past jobs",
+        },
+    )
+    api.add("GET", "/v1/jobs/j-1/why", json=report)
+
+    result = runner.invoke(app, ["why", "j-1"])
+
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "queue position: 3 of 7" in out
+    assert "waits for (queue): 2 job(s) of team-a ahead of it: j-a, j-b" in out
+    assert "(1 of teams you cannot see)" in out
+    assert (
+        "estimated start: 2024-05-01T13:00:00+00:00 on p (between 2024-05-01T12:30:00+00:00" in out
+    )
+    assert "method: past jobs: no runtime limits" in out
+
+
+def test_why_of_an_older_server_without_the_new_fields(api: FakeApi, runner: CliRunner) -> None:
+    api.add("GET", "/v1/jobs/j-1/why", json=why_json(job_id="j-1"))
+
+    result = runner.invoke(app, ["why", "j-1"])
+
+    assert result.exit_code == 0, result.output
+    assert "queue position" not in result.stdout and "estimated start" not in result.stdout

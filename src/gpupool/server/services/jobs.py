@@ -36,6 +36,7 @@ from gpupool.server.schemas import (
     WhyOut,
 )
 from gpupool.server.services.image_checks import check_image
+from gpupool.server.services.forecasts import ForecastService
 from gpupool.server.services.submit_checks import (
     check_against_config,
     check_data_paths,
@@ -65,6 +66,7 @@ class JobService:
         wake: Callable[[], None] = lambda: None,
         limits: ServerLimits = ServerLimits(),
         pool_health: Callable[[str], PoolHealth] | None = None,
+        forecasts: ForecastService | None = None,
     ) -> None:
         self._sessions = sessions
         self._config = config
@@ -73,6 +75,7 @@ class JobService:
         self._limits = limits
         self._group = GroupCommit(sessions)
         self._pool_health = pool_health
+        self._forecasts = forecasts
 
     # -- submit ---------------------------------------------------------------------------
 
@@ -373,20 +376,32 @@ class JobService:
         return row
 
     def why(self, principal: Principal, job_id: str) -> WhyOut:
+        position = length = None
         with self._sessions() as session:
             row = self._readable(session, principal, job_id)
             last_cycle = queue.last_cycle_at(session)
+            if row.status == JobStatus.QUEUED:
+                position, length = queue.position(session, row)
         reasons = [ReasonOut(**r) for r in row.pending_reasons]
         considered = row.reasons_at
         if row.status == JobStatus.QUEUED and last_cycle:
             considered = max(filter(None, [considered, last_cycle]))
-        return WhyOut(
+        out = WhyOut(
             job_id=row.id,
             status=row.status,
             last_considered_at=considered if row.status == JobStatus.QUEUED else row.reasons_at,
             summary=self._backend_wait(row) or self._pools_away(row) or _why_summary(row, reasons),
             reasons=reasons if row.status == JobStatus.QUEUED else [],
+            queue_position=position,
+            queue_length=length,
         )
+        if position is not None and self._forecasts is not None:
+            found, seen = self._forecasts.forecast(row.id)
+            out.estimate = self._forecasts.estimate(found, seen)
+            out.waits_for = self._forecasts.waits_for(
+                principal, row.team, position, reasons, found, seen
+            )
+        return out
 
     def ahead(self, principal: Principal, job_id: str) -> int | None:
         """How many queued jobs of its team come before a queued job (None: not queued)."""
