@@ -19,8 +19,11 @@ Decisions recorded here:
   what bound a team's jobs on ``cpu`` pools.
 * A pool on a backend no adapter is registered for (``kubernetes``, ``azure-batch``,
   ``azure-ml`` today: ``gpupool.backends.registry.ADAPTERS`` decides) is an error, and so is
-  ``autoscale.mode: autoscale``, which nothing implements yet: the configuration accepts both
-  names for what is to come, but jobs sent there would only fail or wait forever.
+  ``autoscale.mode: autoscale`` on a backend nobody sizes: the configuration accepts both
+  names for what is to come, but jobs sent there would only fail or wait forever. The
+  controller sizes autoscaled ``local`` pools itself (:data:`AUTOSCALED_BY_CONTROLLER`);
+  ``nodes:`` is then the most the pool may have, and ``max_nodes`` (default: ``nodes:``) must
+  agree with it.
 * A budget sets exactly one limit (``gpu_hours`` or ``amount``); only a ``custom`` period takes
   ``start`` and ``end``, and it needs both. Budget names are unique within a team (alerts and
   ``gpupool budget set`` name a budget by team and name), and so are webhook names.
@@ -115,7 +118,9 @@ def check_pools(config: ClusterConfig) -> Iterator[Finding]:
                 f"use one of: {usable}",
             )
         scale = pool.autoscale
-        if scale.mode == "autoscale":
+        if scale.mode == "autoscale" and pool.backend in AUTOSCALED_BY_CONTROLLER:
+            yield from _controller_autoscale(i, pool.name, pool.nodes, scale.max_nodes)
+        elif scale.mode == "autoscale":
             yield Finding(
                 ("pools", i, "autoscale", "mode"),
                 f"autoscaling is not implemented yet: pool {pool.name!r} would never get more "
@@ -128,6 +133,36 @@ def check_pools(config: ClusterConfig) -> Iterator[Finding]:
                 f"max_nodes {scale.max_nodes} is below min_nodes {scale.min_nodes}",
                 f"set max_nodes to at least {scale.min_nodes}",
             )
+        if scale.max_nodes is not None and scale.warm_nodes > scale.max_nodes:
+            yield Finding(
+                ("pools", i, "autoscale", "warm_nodes"),
+                f"warm_nodes {scale.warm_nodes} is above max_nodes {scale.max_nodes}",
+                f"set warm_nodes to at most {scale.max_nodes}",
+            )
+        if scale.mode == "autoscale" and scale.max_nodes is None:
+            for key, value in (("min_nodes", scale.min_nodes), ("warm_nodes", scale.warm_nodes)):
+                if value > pool.nodes:
+                    yield Finding(
+                        ("pools", i, "autoscale", key),
+                        f"{key} {value} is above the pool's nodes: {pool.nodes}, its most",
+                        f"set nodes: to at least {value}, or {key} to at most {pool.nodes}",
+                    )
+
+
+# Backends whose pools the controller sizes itself (controller/autoscaler.py): their nodes are
+# the controller's to add and release. Other backends size their pools themselves.
+AUTOSCALED_BY_CONTROLLER = ("local",)
+
+
+def _controller_autoscale(i: int, name: str, nodes: int, max_nodes: int | None) -> Iterator[Finding]:
+    """An autoscaled pool has at most ``nodes:`` nodes: quotas and caps are computed with it,
+    so ``max_nodes``, when given, must say the same."""
+    if max_nodes is not None and max_nodes != nodes:
+        yield Finding(
+            ("pools", i, "nodes"),
+            f"autoscaled pool {name!r} has nodes: {nodes} but max_nodes: {max_nodes}",
+            f"set nodes: {max_nodes} (the most nodes the pool may have), or leave max_nodes out",
+        )
 
 
 def check_backend_options(config: ClusterConfig) -> Iterator[Finding]:
