@@ -641,4 +641,5 @@ def job_spec(
         array_id=job.array_id,
         array_index=job.array_index,
         checkpoint_interval_s=job.checkpoint_interval_s,
+        node_names=tuple(str(p["node"]) for p in attempt.placements if "node" in p),
     )

@@ -154,7 +154,9 @@ def check_pools(config: ClusterConfig) -> Iterator[Finding]:
 AUTOSCALED_BY_CONTROLLER = ("local",)
 
 
-def _controller_autoscale(i: int, name: str, nodes: int, max_nodes: int | None) -> Iterator[Finding]:
+def _controller_autoscale(
+    i: int, name: str, nodes: int, max_nodes: int | None
+) -> Iterator[Finding]:
     """An autoscaled pool has at most ``nodes:`` nodes: quotas and caps are computed with it,
     so ``max_nodes``, when given, must say the same."""
     if max_nodes is not None and max_nodes != nodes:
