@@ -46,11 +46,15 @@ def build_snapshot(
     running: Sequence[RunningJob],
     usage_history: Mapping[str, float] | None = None,
     capacity: Mapping[str, PoolCapacity] | None = None,
+    node_names: Mapping[str, Sequence[str]] | None = None,
 ) -> Snapshot:
     """``capacity``: what backends that report it say of their pools; a pool never gets
     more nodes or GPUs per node than its configuration declares, but fewer when the backend
-    sees fewer (drained or down nodes are not planned with)."""
+    sees fewer (drained or down nodes are not planned with). ``node_names``: the nodes of the
+    pools the autoscaler sizes that are up and not draining (``controller.autoscaler``), which
+    are then the pool's nodes."""
     capacity = capacity or {}
+    node_names = node_names or {}
     used_devices: dict[str, set[int]] = defaultdict(set)
     used_cpus: dict[str, float] = defaultdict(float)
     used_memory: dict[str, float] = defaultdict(float)
@@ -68,7 +72,7 @@ def build_snapshot(
             gang=runs_gangs(pool.backend),
             nodes=tuple(
                 NodeView(
-                    name=(name := node_name(pool.name, i)),
+                    name=name,
                     gpus=_gpus(pool, capacity.get(pool.name)),
                     cpus=pool.node.cpus,
                     memory_gb=pool.node.memory_gb,
@@ -76,7 +80,7 @@ def build_snapshot(
                     used_cpus=used_cpus.get(name, 0.0),
                     used_memory_gb=used_memory.get(name, 0.0),
                 )
-                for i in range(_nodes(pool, capacity.get(pool.name)))
+                for name in _names(pool, capacity.get(pool.name), node_names)
             ),
         )
         for pool in config.pools
@@ -92,6 +96,15 @@ def build_snapshot(
         pending=known,
         usage=held_gpus(running),
     )
+
+
+def _names(
+    pool: Pool, seen: PoolCapacity | None, sized: Mapping[str, Sequence[str]]
+) -> Sequence[str]:
+    """The pool's nodes: the autoscaler's when it sizes the pool (none at all included)."""
+    if pool.name in sized:
+        return sized[pool.name]
+    return [node_name(pool.name, i) for i in range(_nodes(pool, seen))]
 
 
 def _nodes(pool: Pool, seen: PoolCapacity | None) -> int:

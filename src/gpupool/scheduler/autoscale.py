@@ -30,11 +30,19 @@ that holds work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpupool.scheduler.snapshot import PendingJob, PendingReason, ReasonCode
+
 _EPSILON = 1e-9
+# Reasons more nodes of the type would fix. Not QUOTA, COHORT or BUDGET (the team may not have
+# more), BLOCKED (behind its team's head, which counts) nor PREEMPTING (room is on its way).
+# TOO_LARGE: a pool scaled in (to zero, say) is too small for it now, not forever.
+SCALABLE = frozenset(
+    {ReasonCode.CAPACITY, ReasonCode.TOO_LARGE, ReasonCode.RESERVED, ReasonCode.PREEMPTION}
+)
 
 
 class NodePhase(StrEnum):
@@ -257,3 +265,57 @@ def _shrink(
 def _reverse(name: str) -> tuple[int, ...]:
     """A sort key that orders names from last to first (the newest node of a pool first)."""
     return (*(-ord(c) for c in name), 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaledPool:
+    """An autoscaled pool as :func:`demand_by_pool` matches waiting jobs to it."""
+
+    name: str
+    gpu_type: str
+    backend: str
+    settings: ScaleSettings
+    dedicated_to: str | None = None
+    gang: bool = True
+
+
+def demand_by_pool(
+    pools: Sequence[ScaledPool],
+    waiting: Iterable[tuple[PendingJob, tuple[PendingReason, ...]]],
+) -> dict[str, list[Want]]:
+    """The waiting jobs each autoscaled pool could run, from their last pending reasons: a job
+    counts for the first gpu type (in its reasons' order) on which it waits for a reason more
+    nodes would fix (:data:`SCALABLE`), on the first pool of that type in name order that may
+    run it (its team, its backend pin, its shape, a gang only where the backend runs gangs).
+    Each job counts once, so two pools never grow for the same job."""
+    by_type: dict[str, list[ScaledPool]] = {}
+    for found in sorted(pools, key=lambda p: p.name):
+        by_type.setdefault(found.gpu_type, []).append(found)
+    demand: dict[str, list[Want]] = {p.name: [] for p in pools}
+    for job, reasons in waiting:
+        want = Want(job.id, job.gpus, job.nodes, job.cpus, job.memory_gb)
+        pool = _first_pool(job, want, reasons, by_type)
+        if pool is not None:
+            demand[pool].append(want)
+    return demand
+
+
+def _first_pool(
+    job: PendingJob,
+    want: Want,
+    reasons: tuple[PendingReason, ...],
+    by_type: dict[str, list[ScaledPool]],
+) -> str | None:
+    for reason in reasons:
+        if reason.code not in SCALABLE:
+            continue
+        for pool in by_type.get(reason.gpu_type, ()):
+            if pool.dedicated_to is not None and pool.dedicated_to != job.team:
+                continue
+            if job.backend is not None and job.backend != pool.backend:
+                continue
+            if job.nodes > 1 and not pool.gang:
+                continue
+            if fits_pool(want, pool.settings):
+                return pool.name
+    return None

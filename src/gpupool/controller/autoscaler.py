@@ -1,0 +1,252 @@
+"""The autoscaler: the nodes of the autoscaled pools the controller sizes itself (R4).
+
+For each pool with ``autoscale.mode: autoscale`` on a backend the controller sizes
+(``spec.checks.AUTOSCALED_BY_CONTROLLER``: ``local``), this keeps the pool's nodes and their
+phase, and at each step applies :func:`gpupool.scheduler.autoscale.decide`:
+
+* a node asked for is *provisioning* for ``provision_delay_s``, then *ready*; the scheduler plans
+  only with ready nodes (:meth:`Autoscaler.ready_nodes`), so nothing is admitted to a node that
+  is not up;
+* a node picked for scale-down is *draining*: it is left out of the snapshot, so no new attempt
+  goes there, while the attempts on it run on (their placements keep holding their quota); it is
+  released once none is left;
+* a node the provider took back (an attempt on it was evicted) is forgotten at once.
+
+Node names are ``<pool>-<i>`` with the lowest index not in use, as fixed pools name theirs.
+
+The simulator drives the same class on its virtual clock. Nothing here does I/O: the caller
+passes the running attempts and the waiting jobs with their last reasons.
+
+Invariants: a pool never has more than ``max_nodes`` nodes in any phase; a node that holds an
+attempt is never released; a node an attempt runs on but the autoscaler does not know (a
+restart: this memory is not stored) is adopted as ready, so a restarted controller starts
+from the nodes its running attempts hold and asks for the rest again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gpupool.backends.registry import runs_gangs
+from gpupool.scheduler import PendingJob, PendingReason, RunningJob
+from gpupool.scheduler.autoscale import (
+    NodePhase,
+    PoolNode,
+    ScaleDecision,
+    ScaledPool,
+    ScaleSettings,
+    decide,
+    demand_by_pool,
+)
+from gpupool.spec.checks import AUTOSCALED_BY_CONTROLLER
+from gpupool.spec.models import ClusterConfig, Pool
+
+log = logging.getLogger(__name__)
+
+
+def managed(pool: Pool) -> bool:
+    """Whether the controller sizes ``pool`` (see the module docstring)."""
+    return pool.autoscale.mode == "autoscale" and pool.backend in AUTOSCALED_BY_CONTROLLER
+
+
+def scale_settings(pool: Pool) -> ScaleSettings:
+    scale = pool.autoscale
+    most = pool.nodes if scale.max_nodes is None else scale.max_nodes
+    return ScaleSettings(
+        min_nodes=min(scale.min_nodes, most),
+        max_nodes=most,
+        gpus=pool.node.gpus,
+        cpus=pool.node.cpus,
+        memory_gb=pool.node.memory_gb,
+        warm_nodes=min(scale.warm_nodes, most),
+        idle_timeout_s=float(scale.idle_timeout_s),
+    )
+
+
+@dataclass
+class Node:
+    name: str
+    phase: NodePhase
+    ready_at: float = 0.0  # when a provisioning node comes up
+    idle_since: float | None = None  # None while it holds an attempt
+
+
+@dataclass(frozen=True)
+class PoolScale:
+    """What ``/v1/pools`` and the logs say of one autoscaled pool."""
+
+    target: int
+    ready: int
+    provisioning: int
+    draining: int
+    reason: str
+
+
+class Autoscaler:
+    """The autoscaled pools' nodes (see the module docstring). Driven from one thread."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, dict[str, Node]] = {}  # pool -> name -> node
+        self.status: dict[str, PoolScale] = {}
+
+    def ready_nodes(self, config: ClusterConfig) -> dict[str, tuple[str, ...]]:
+        """Per autoscaled pool, the names of the nodes the scheduler may place attempts on."""
+        return {
+            pool.name: tuple(
+                sorted(
+                    (n.name for n in self._nodes.get(pool.name, {}).values()
+                     if n.phase is NodePhase.READY),
+                    key=_index,
+                )
+            )
+            for pool in config.pools
+            if managed(pool)
+        }  # fmt: skip
+
+    def node_counts(self, config: ClusterConfig) -> dict[str, int]:
+        """Per autoscaled pool, the nodes it pays for now: up, coming up or draining."""
+        return {p.name: len(self._nodes.get(p.name, ())) for p in config.pools if managed(p)}
+
+    def evicted(self, pool: str, nodes: Iterable[str]) -> None:
+        """The provider took ``nodes`` of ``pool`` back: they are gone."""
+        known = self._nodes.get(pool, {})
+        for name in nodes:
+            if known.pop(name, None) is not None:
+                log.info("pool %s: node %s was taken back by its provider", pool, name)
+
+    def step(
+        self,
+        config: ClusterConfig,
+        running: Sequence[RunningJob],
+        waiting: Iterable[tuple[PendingJob, tuple[PendingReason, ...]]],
+        now: float,
+    ) -> bool:
+        """Bring every autoscaled pool's nodes one step towards its target; True when the
+        nodes the scheduler may use changed."""
+        pools = [p for p in config.pools if managed(p)]
+        for gone in set(self._nodes) - {p.name for p in pools}:
+            del self._nodes[gone]
+            self.status.pop(gone, None)
+        if not pools:
+            return False
+        before = self.ready_nodes(config)
+        usage = _usage(running)
+        settings = {p.name: scale_settings(p) for p in pools}
+        scaled = [
+            ScaledPool(
+                p.name,
+                p.gpu_type,
+                p.backend,
+                settings[p.name],
+                p.dedicated_to,
+                runs_gangs(p.backend),
+            )
+            for p in pools
+        ]
+        demand = demand_by_pool(scaled, waiting)
+        for pool in pools:
+            nodes = self._nodes.setdefault(pool.name, {})
+            used = usage.get(pool.name, {})
+            self._observe(pool, nodes, used, now)
+            decision = decide(settings[pool.name], _views(nodes, used), demand[pool.name], now)
+            self._apply(pool, nodes, decision, used, now)
+        return self.ready_nodes(config) != before
+
+    def _observe(
+        self,
+        pool: Pool,
+        nodes: dict[str, Node],
+        used: Mapping[str, tuple[int, float, float]],
+        now: float,
+    ) -> None:
+        """Nodes come up, idle clocks start and stop, empty draining nodes are released."""
+        for name in used:  # attempts on a node this memory does not know: adopt it
+            if name not in nodes:
+                nodes[name] = Node(name, NodePhase.READY)
+        for node in list(nodes.values()):
+            if node.phase is NodePhase.PROVISIONING and node.ready_at <= now:
+                node.phase = NodePhase.READY
+                node.idle_since = None  # its idle clock starts now that it is up
+                log.info("pool %s: node %s is up", pool.name, node.name)
+            if node.phase is NodePhase.PROVISIONING:
+                continue
+            if node.name in used:
+                node.idle_since = None
+            elif node.idle_since is None:
+                node.idle_since = now
+            if node.phase is NodePhase.DRAINING and node.name not in used:
+                del nodes[node.name]
+                log.info("pool %s: drained node %s released", pool.name, node.name)
+
+    def _apply(
+        self,
+        pool: Pool,
+        nodes: dict[str, Node],
+        decision: ScaleDecision,
+        used: Mapping[str, tuple[int, float, float]],
+        now: float,
+    ) -> None:
+        for name in decision.keep:
+            nodes[name].phase = NodePhase.READY
+        for name in decision.drain:
+            if name in used:
+                nodes[name].phase = NodePhase.DRAINING
+                log.info("pool %s: draining node %s (%s)", pool.name, name, decision.reason)
+            else:
+                del nodes[name]
+                log.info("pool %s: released idle node %s (%s)", pool.name, name, decision.reason)
+        delay = pool.autoscale.provision_delay_s
+        for _ in range(decision.add):
+            name = _free_name(pool.name, nodes)
+            phase = NodePhase.READY if delay <= 0 else NodePhase.PROVISIONING
+            nodes[name] = Node(name, phase, ready_at=now + delay, idle_since=now)
+            log.info("pool %s: node %s asked for (%s)", pool.name, name, decision.reason)
+        phases = [n.phase for n in nodes.values()]
+        self.status[pool.name] = PoolScale(
+            target=decision.target,
+            ready=phases.count(NodePhase.READY),
+            provisioning=phases.count(NodePhase.PROVISIONING),
+            draining=phases.count(NodePhase.DRAINING),
+            reason=decision.reason,
+        )
+
+
+def _usage(running: Sequence[RunningJob]) -> dict[str, dict[str, tuple[int, float, float]]]:
+    """Per pool, the GPUs, cpus and GB held on each node by the active attempts."""
+    usage: dict[str, dict[str, tuple[int, float, float]]] = {}
+    for job in running:
+        used = usage.setdefault(job.pool, {})
+        for placement in job.placements:
+            gpus, cpus, memory = used.get(placement.node, (0, 0.0, 0.0))
+            used[placement.node] = (
+                gpus + len(placement.devices),
+                cpus + job.cpus,
+                memory + job.memory_gb,
+            )
+    return usage
+
+
+def _views(
+    nodes: Mapping[str, Node], used: Mapping[str, tuple[int, float, float]]
+) -> list[PoolNode]:
+    views = []
+    for node in nodes.values():
+        gpus, cpus, memory = used.get(node.name, (0, 0.0, 0.0))
+        since = None if node.phase is NodePhase.PROVISIONING else node.idle_since
+        views.append(PoolNode(node.name, node.phase, gpus, cpus, memory, since))
+    return views
+
+
+def _free_name(pool: str, nodes: Mapping[str, Node]) -> str:
+    index = 0
+    while f"{pool}-{index}" in nodes:
+        index += 1
+    return f"{pool}-{index}"
+
+
+def _index(name: str) -> int:
+    """The index of a node name ``<pool>-<i>`` (-1 if it has none)."""
+    tail = name.rpartition("-")[2]
+    return int(tail) if tail.isdigit() else -1
