@@ -60,6 +60,25 @@ def simulate(
             "and the targets compare with them."
         ),
     ] = True,
+    scaling: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="How pools are sized: configured (default), fixed, fixed-spot, autoscale or "
+            "autoscale-spot; repeat to compare (each asked policy runs once per scaling)."
+        ),
+    ] = None,
+    provision_delay: Annotated[
+        float, typer.Option(min=0, help="Autoscaled pools: seconds a new node takes to come up.")
+    ] = 300.0,
+    idle_timeout: Annotated[
+        int, typer.Option(min=1, help="Autoscaled pools: seconds an idle node is kept.")
+    ] = 600,
+    price_per_gpu_hour: Annotated[
+        float | None, typer.Option(min=0, help="Set every gpu type's price per GPU-hour.")
+    ] = None,
+    spot_price_per_gpu_hour: Annotated[
+        float | None, typer.Option(min=0, help="Set every gpu type's spot price per GPU-hour.")
+    ] = None,
 ) -> None:
     """Replay a trace through the production scheduler on a virtual clock, one run per policy,
     and write metrics.json, jobs.csv and report.html to --out."""
@@ -96,6 +115,11 @@ def simulate(
         until=until,
         dedicated_pools=dedicated_pools,
         baselines=baselines,
+        scalings=list(scaling or ["configured"]),
+        provision_delay_s=provision_delay,
+        idle_timeout_s=idle_timeout,
+        price_per_gpu_hour=price_per_gpu_hour,
+        spot_price_per_gpu_hour=spot_price_per_gpu_hour,
     )
     try:
         prepared = prepare(request)
@@ -118,7 +142,7 @@ def simulate(
         f"{len(prepared.jobs):,} jobs of {len({j.team for j in prepared.jobs})} teams on "
         f"{gpus:,} GPUs; policies: {', '.join(s.name for s in prepared.setups)}"
     )
-    added = [s.name for s in prepared.setups if s.name not in request.policies]
+    added = [s.name for s in prepared.setups if s.name.split("/")[0] not in request.policies]
     if added:
         console.print(f"({', '.join(added)} added as baselines; --no-baselines to skip them)")
     columns = (

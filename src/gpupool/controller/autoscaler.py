@@ -26,7 +26,8 @@ from the nodes its running attempts hold and asks for the rest again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpupool.backends.registry import runs_gangs
@@ -87,7 +88,15 @@ class PoolScale:
 class Autoscaler:
     """The autoscaled pools' nodes (see the module docstring). Driven from one thread."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        sizes: Callable[[Pool], bool] = managed,
+        gang: Callable[[str], bool] = runs_gangs,
+    ) -> None:
+        """``sizes``: which pools it sizes (the simulator sizes every autoscaled pool, all
+        served by its simulated backend); ``gang``: whether a backend runs multi-node jobs."""
+        self._sizes = sizes
+        self._gang = gang
         self._nodes: dict[str, dict[str, Node]] = {}  # pool -> name -> node
         self.status: dict[str, PoolScale] = {}
 
@@ -102,12 +111,26 @@ class Autoscaler:
                 )
             )
             for pool in config.pools
-            if managed(pool)
+            if self._sizes(pool)
         }  # fmt: skip
 
     def node_counts(self, config: ClusterConfig) -> dict[str, int]:
         """Per autoscaled pool, the nodes it pays for now: up, coming up or draining."""
-        return {p.name: len(self._nodes.get(p.name, ())) for p in config.pools if managed(p)}
+        return {p.name: len(self._nodes.get(p.name, ())) for p in config.pools if self._sizes(p)}
+
+    def next_change(self, config: ClusterConfig, now: float) -> float:
+        """The next moment a step would change something by time alone: a node comes up, or
+        an idle node reaches its idle timeout (``inf``: none). For callers that step only on
+        events (the simulator)."""
+        moments = [math.inf]
+        for pool in config.pools:
+            timeout = float(pool.autoscale.idle_timeout_s)
+            for node in self._nodes.get(pool.name, {}).values():
+                if node.phase is NodePhase.PROVISIONING:
+                    moments.append(node.ready_at)
+                elif node.phase is NodePhase.READY and node.idle_since is not None:
+                    moments.append(node.idle_since + timeout)
+        return min((m for m in moments if m > now), default=math.inf)
 
     def evicted(self, pool: str, nodes: Iterable[str]) -> None:
         """The provider took ``nodes`` of ``pool`` back: they are gone."""
@@ -125,7 +148,7 @@ class Autoscaler:
     ) -> bool:
         """Bring every autoscaled pool's nodes one step towards its target; True when the
         nodes the scheduler may use changed."""
-        pools = [p for p in config.pools if managed(p)]
+        pools = [p for p in config.pools if self._sizes(p)]
         for gone in set(self._nodes) - {p.name for p in pools}:
             del self._nodes[gone]
             self.status.pop(gone, None)
@@ -141,7 +164,7 @@ class Autoscaler:
                 p.backend,
                 settings[p.name],
                 p.dedicated_to,
-                runs_gangs(p.backend),
+                self._gang(p.backend),
             )
             for p in pools
         ]

@@ -145,24 +145,35 @@ class PoolState:
     """The pools' node views kept up to date as attempts take and free devices, for callers
     that build a snapshot every few milliseconds (the simulator): a node's view is rebuilt
     only when something on it changed, instead of every node at every cycle. Devices only;
-    cpus and memory of jobs are not tracked (the simulator's jobs ask for none). ``gang``
-    says whether a backend runs multi-node jobs (default: what its adapter declares)."""
+    cpus and memory of jobs are not tracked (the simulator's jobs ask for none). ``gang`` says
+    whether a backend runs multi-node jobs (default: what its adapter declares).
+
+    An autoscaled pool's nodes change (:meth:`set_nodes`): a node left out (draining) keeps
+    the devices its attempts hold until they free them, but is no longer in the views."""
 
     def __init__(self, config: ClusterConfig, gang: Callable[[str], bool] = runs_gangs) -> None:
         self._config = config
         self._gang = gang
-        self._at: dict[str, tuple[str, int]] = {}  # node -> (pool, index in the pool)
-        self._used: dict[str, set[int]] = {}
+        self._at: dict[str, tuple[str, int]] = {}  # node in a view -> (pool, index in the pool)
+        self._used: dict[str, set[int]] = defaultdict(set)
         self._views: dict[str, list[NodeView]] = {}
+        self._shape = {pool.name: pool.node for pool in config.pools}
         self._dirty: set[str] = set()
         for pool in config.pools:
-            views = []
-            for i in range(pool.nodes):
-                name = node_name(pool.name, i)
-                self._at[name] = (pool.name, i)
-                self._used[name] = set()
-                views.append(NodeView(name, pool.node.gpus, pool.node.cpus, pool.node.memory_gb))
-            self._views[pool.name] = views
+            self.set_nodes(pool.name, [node_name(pool.name, i) for i in range(pool.nodes)])
+
+    def set_nodes(self, pool: str, names: Sequence[str]) -> None:
+        """The nodes of ``pool`` the scheduler may place on are now ``names``."""
+        for old in self._views.get(pool, ()):
+            self._at.pop(old.name, None)
+        shape = self._shape[pool]
+        views = []
+        for i, name in enumerate(names):
+            self._at[name] = (pool, i)
+            used = frozenset(self._used.get(name, ()))
+            views.append(NodeView(name, shape.gpus, shape.cpus, shape.memory_gb, used))
+        self._views[pool] = views
+        self._dirty.difference_update(names)
 
     def take(self, placements: Sequence[Placement]) -> None:
         for placement in placements:
@@ -176,7 +187,10 @@ class PoolState:
 
     def pools(self) -> tuple[PoolView, ...]:
         for name in self._dirty:
-            pool, index = self._at[name]
+            found = self._at.get(name)
+            if found is None:  # a node no longer in a view (drained, released)
+                continue
+            pool, index = found
             views = self._views[pool]
             views[index] = dataclasses.replace(
                 views[index], used_devices=frozenset(self._used[name])

@@ -18,7 +18,12 @@ The loop is the controller's tick with the clock and the store taken out:
    the work the victim did is lost, unless the job declared ``checkpoint_interval_s``, in
    which case it resumes from its last checkpoint (:func:`checkpointed`). Each cycle's
    nominations are handed to the next, as the controller does, so the next cycle decides
-   each preemptor first, on the room its victims freed.
+   each preemptor first, on the room its victims freed;
+5. autoscaled pools (``autoscale.mode: autoscale``) are sized by the controller's
+   ``Autoscaler`` around each cycle, from the running attempts and the waiting jobs' last
+   reasons: a node asked for comes up ``provision_delay_s`` later (a moment of its own), an
+   idle one goes after ``idle_timeout_s`` (another), and each pool's node count over time is
+   kept for the bill (node-hours x GPUs per node x the pool's dedicated or spot price).
 
 The one thing the controller has that the simulator does not is the database: the
 controller's SQL reads and writes would make a replay of months of a cluster take hours, and
@@ -43,15 +48,24 @@ from datetime import datetime
 from gpupool.accounting.pricing import price_per_gpu_hour
 from gpupool.backends.base import AdapterContext, JobHandle, JobSpec, RunState
 from gpupool.backends.fake import DURATION_ENV, FakeBackend, FakeCluster
+from gpupool.controller.autoscaler import Autoscaler
 from gpupool.controller.fairshare import UsageMeter
 from gpupool.controller.loop import MIN_TICK_GAP_S
 from gpupool.controller.parking import Parking
 from gpupool.controller.snapshot import PoolState, policy_for, team_views
 from gpupool.controller.state import TeamQueue
-from gpupool.scheduler import Nomination, PendingJob, RunningJob, Snapshot, TeamView
+from gpupool.scheduler import (
+    Nomination,
+    PendingJob,
+    PendingReason,
+    RunningJob,
+    Snapshot,
+    TeamView,
+)
 from gpupool.sim.budgets import DEFAULT_ORIGIN, BudgetRun, SimBudgets, Use
 from gpupool.sim.cluster import PolicySetup, Shape, job_shape, largest_node, never_runs
 from gpupool.sim.trace import TraceJob
+from gpupool.spec.models import Pool
 
 Progress = Callable[[int], None]  # called with the number of jobs that reached an end
 
@@ -102,6 +116,11 @@ class Outcome:
     pool_price: dict[str, float] = field(default_factory=dict)
     currency: str = "USD"
     budgets: list[BudgetRun] = field(default_factory=list)  # the configuration's, enforced
+    # Autoscaled pools: (time, nodes paid for) at each change. Every pool: its GPUs per node
+    # and its configured nodes (a fixed pool's size, an autoscaled pool's most).
+    pool_nodes: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
+    node_gpus: dict[str, int] = field(default_factory=dict)
+    pool_size: dict[str, int] = field(default_factory=dict)
 
 
 class Simulation:
@@ -144,7 +163,16 @@ class Simulation:
             sum(p.nodes * p.node.gpus for p in config.pools),
             nominal,
         )
+        # Autoscaled pools start with no node: the first cycle asks for their floor.
+        self.autoscaler = Autoscaler(sizes=_autoscaled, gang=lambda _: True)
+        self._scaled = [pool.name for pool in config.pools if _autoscaled(pool)]
+        self._reasons: dict[str, tuple[PendingReason, ...]] = {}  # of waiting jobs, last cycle
+        for name in self._scaled:
+            self.pools.set_nodes(name, ())
+            self.outcome.pool_nodes[name] = []
         for pool in config.pools:
+            self.outcome.node_gpus[pool.name] = pool.node.gpus
+            self.outcome.pool_size[pool.name] = pool.nodes
             self.outcome.pool_gpus[pool.name] = pool.nodes * pool.node.gpus
             price = price_per_gpu_hour(
                 config,
@@ -230,7 +258,10 @@ class Simulation:
                 dirty = self._cycle()
                 last_cycle = now
                 wake = min(
-                    self._next_starvation(), self._protected_until, self.budgets.next_change()
+                    self._next_starvation(),
+                    self._protected_until,
+                    self.budgets.next_change(),
+                    self.autoscaler.next_change(self.config, now) if self._scaled else math.inf,
                 )
                 events += 1
             self._check_guarantees()
@@ -275,6 +306,7 @@ class Simulation:
             self._running = tuple(r.running for r in self.running.values() if r.running is not None)
         if self.budgets.enabled:
             self.budgets.evaluate(now, (self._use(r) for r in self.running.values()))
+        self._scale()  # nodes that came up are planned with; drained ones are not
         snapshot = Snapshot(
             now=now,
             pools=self.pools.pools(),
@@ -298,7 +330,34 @@ class Simulation:
             record = self.by_id[admission.job_id]
             self._start(record, admission.pool, admission.gpu_type, admission.placements)
             record.borrowed = admission.borrowed
-        return bool(result.preemptions)
+        if not self._scaled:
+            return bool(result.preemptions)
+        self._reasons.update(result.pending)
+        for admission in result.admissions:
+            self._reasons.pop(admission.job_id, None)
+        # On this cycle's reasons: a node asked for with no delay is planned with next cycle.
+        return self._scale() or bool(result.preemptions)
+
+    def _scale(self) -> bool:
+        """Step the autoscaled pools; True when the nodes the scheduler may use changed."""
+        if not self._scaled:
+            return False
+        if self._running is None:
+            self._running = tuple(r.running for r in self.running.values() if r.running is not None)
+        waiting = [
+            (record.pending, reasons)
+            for job_id, record in self.pending.items()
+            if record.pending is not None and (reasons := self._reasons.get(job_id))
+        ]
+        changed = self.autoscaler.step(self.config, self._running, waiting, self.now)
+        if changed:
+            for pool, names in self.autoscaler.ready_nodes(self.config).items():
+                self.pools.set_nodes(pool, names)
+        for pool, count in self.autoscaler.node_counts(self.config).items():
+            seen = self.outcome.pool_nodes[pool]
+            if not seen or seen[-1][1] != count:
+                seen.append((self.now, count))
+        return changed
 
     def _team_views(self, now: float) -> dict[str, TeamView]:
         usage = self.meter.usage(now)
@@ -464,6 +523,11 @@ class Simulation:
         self.violated_since.clear()
         for record in self.pending.values():
             record.unschedulable = record.unschedulable or "still waiting when the trace ended"
+
+
+def _autoscaled(pool: Pool) -> bool:
+    """The simulator sizes every autoscaled pool itself: all run on its simulated backend."""
+    return pool.autoscale.mode == "autoscale"
 
 
 def checkpointed(done_s: float, interval_s: int | None) -> float:

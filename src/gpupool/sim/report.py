@@ -42,6 +42,8 @@ TABLE_KEYS = (
     ("cost", "cost (teams' use)", "{:,.0f}"),
     ("idle_gpu_hours", "idle GPU-h", "{:,.0f}"),
     ("idle_cost", "idle cost", "{:,.0f}"),
+    ("node_hours", "node-hours", "{:,.0f}"),
+    ("capacity_cost", "nodes' cost", "{:,.0f}"),
     ("quota_violation_s", "quota violation (h)", "hours"),
     ("jain_fairness", "Jain fairness", "{:.3f}"),
     ("wall_s", "wall (s)", "{:.1f}"),

@@ -18,13 +18,18 @@ from typing import Any
 
 from gpupool.sim.budgets import DEFAULT_ORIGIN
 from gpupool.sim.cluster import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_PROVISION_DELAY_S,
     POLICIES,
+    SCALINGS,
     ClusterError,
     PolicySetup,
     philly_config,
     policy_setup,
+    priced,
     read_philly_vcs,
     scale_config,
+    scaled,
 )
 from gpupool.sim.compare import BASELINES, compare
 from gpupool.sim.engine import Outcome, Simulation
@@ -51,6 +56,13 @@ class Request:
     until: datetime | None = None  # ... and before
     dedicated_pools: bool = False  # Philly: one pool per VC, as when each VC is its own cluster
     baselines: bool = True  # add hard-quota-fifo and fifo when not asked: the comparisons need them
+    # How the pools are sized (sim.cluster.SCALINGS): each asked policy runs once per scaling;
+    # the baselines run as configured.
+    scalings: list[str] = field(default_factory=lambda: ["configured"])
+    provision_delay_s: float = DEFAULT_PROVISION_DELAY_S
+    idle_timeout_s: int = DEFAULT_IDLE_TIMEOUT_S
+    price_per_gpu_hour: float | None = None  # every gpu type's, when given
+    spot_price_per_gpu_hour: float | None = None
 
 
 @dataclass
@@ -104,7 +116,8 @@ def prepare(request: Request) -> Prepared:
 
             assert request.config is not None
             config = scale_config(load_config(request.config), request.capacity_scale)
-        setups = [policy_setup(config, name) for name in policies(request)]
+        config = priced(config, request.price_per_gpu_hour, request.spot_price_per_gpu_hour)
+        setups = _setups(config, request)
     except ClusterError as exc:
         raise SimulationError(str(exc)) from exc
     nominal = {
@@ -112,6 +125,26 @@ def prepare(request: Request) -> Prepared:
     }
     origin = trace.start or DEFAULT_ORIGIN
     return Prepared(jobs, trace.problems, config, setups, nominal, origin)
+
+
+def _setups(config: ClusterConfig, request: Request) -> list[PolicySetup]:
+    """Each asked policy once per scaling (named ``<policy>/<scaling>`` unless configured),
+    then the baselines not asked for, as configured."""
+    unknown = [s for s in request.scalings if s not in SCALINGS]
+    if unknown:
+        raise ClusterError(
+            f"unknown --scaling {', '.join(unknown)}: use any of {', '.join(SCALINGS)}"
+        )
+    setups = []
+    asked = list(dict.fromkeys(request.policies))
+    for name in policies(request):
+        for scaling in dict.fromkeys(request.scalings) if name in asked else ["configured"]:
+            sized = scaled(config, scaling, request.provision_delay_s, request.idle_timeout_s)
+            setup = policy_setup(sized, name)
+            if scaling != "configured":
+                setup = PolicySetup(f"{name}/{scaling}", setup.config, setup.team_of)
+            setups.append(setup)
+    return setups
 
 
 def policies(request: Request) -> list[str]:
