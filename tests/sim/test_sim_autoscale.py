@@ -6,13 +6,15 @@ node takes 100 s to come up and goes after 50 s idle. Times below are worked out
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pytest
 
 from gpupool.sim.cluster import ClusterError, policy_setup, scaled
-from gpupool.sim.engine import simulate
+from gpupool.sim.engine import Outcome, simulate
 from gpupool.sim.metrics import node_seconds, summarize
+from gpupool.sim.spot import SpotModel
 from gpupool.sim.trace import TraceJob
 from gpupool.spec.models import ClusterConfig, GpuType, NodeShape, Pool, Quota, Team
 
@@ -102,3 +104,39 @@ def test_node_seconds(changes: list[tuple[float, int]], want: float) -> None:
 def test_an_unknown_scaling_names_the_known_ones() -> None:
     with pytest.raises(ClusterError, match="use one of: configured, fixed, fixed-spot"):
         scaled(CONFIG, "elastic")
+
+
+def test_spot_lifetimes_repeat_with_the_seed_and_never_come_at_rate_zero() -> None:
+    def moments(seed: int) -> list[tuple[str, str]]:
+        model = SpotModel(per_node_day=24.0, seed=seed)  # one eviction a node-hour
+        model.track("p", ["p-0", "p-1"], 0.0)
+        return model.due(10 * 3600.0)
+
+    assert moments(1) == moments(1) and moments(1)
+    never = SpotModel(0.0)
+    never.track("p", ["p-0"], 0.0)
+    assert never.next_eviction() == math.inf
+
+
+@pytest.mark.parametrize("scaling", ["autoscale-spot", "fixed-spot"])
+def test_spot_evictions_requeue_attempts_and_every_job_still_ends(scaling: str) -> None:
+    """One eviction per node-hour on average against jobs of an hour: attempts are taken back
+    and run again; an autoscaled pool replaces the node, a fixed pool gets it back at once."""
+    config = scaled(CONFIG, scaling, provision_delay_s=100, idle_timeout_s=50)
+    trace = [TraceJob(f"j{i}", i * 600.0, 3600.0, 4, "a") for i in range(6)]
+
+    def run() -> Outcome:
+        setup = policy_setup(config, "gpupool")
+        return simulate(setup, trace, {"a": 8}, spot_evictions_per_node_day=24.0, seed=7)
+
+    outcome = run()
+    assert all(r.end is not None for r in outcome.jobs)
+    assert outcome.evictions == sum(r.evicted for r in outcome.jobs) > 0
+    for record in outcome.jobs:
+        assert record.attempts == 1 + record.evicted  # no preemption here: evictions only
+        assert (record.lost_gpu_s > 0) == (record.evicted > 0)
+    assert summarize(outcome)["evictions"] == outcome.evictions
+    again = run()
+    assert [(r.first_start, r.end) for r in again.jobs] == [
+        (r.first_start, r.end) for r in outcome.jobs
+    ]

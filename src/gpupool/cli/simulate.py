@@ -37,7 +37,7 @@ def simulate(
     out: Annotated[
         Path, typer.Option(help="Directory for metrics.json, jobs.csv, report.html.")
     ] = Path("sim-out"),
-    seed: Annotated[int, typer.Option(help="Seed of --sample.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of --sample and of spot evictions.")] = 0,
     sample: Annotated[float, typer.Option(help="Keep this fraction of the jobs (0-1].")] = 1.0,
     limit: Annotated[int | None, typer.Option(help="Keep only the first N jobs.")] = None,
     strict: Annotated[bool, typer.Option(help="Stop at the first bad trace row.")] = False,
@@ -79,6 +79,13 @@ def simulate(
     spot_price_per_gpu_hour: Annotated[
         float | None, typer.Option(min=0, help="Set every gpu type's spot price per GPU-hour.")
     ] = None,
+    spot_evictions_per_node_day: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="How often the provider takes a spot node back (0: never); seeded by --seed.",
+        ),
+    ] = 0.0,
 ) -> None:
     """Replay a trace through the production scheduler on a virtual clock, one run per policy,
     and write metrics.json, jobs.csv and report.html to --out."""
@@ -120,6 +127,7 @@ def simulate(
         idle_timeout_s=idle_timeout,
         price_per_gpu_hour=price_per_gpu_hour,
         spot_price_per_gpu_hour=spot_price_per_gpu_hour,
+        spot_evictions_per_node_day=spot_evictions_per_node_day,
     )
     try:
         prepared = prepare(request)

@@ -114,6 +114,10 @@ class Autoscaler:
             if self._sizes(pool)
         }  # fmt: skip
 
+    def node_names(self, pool: str) -> tuple[str, ...]:
+        """Every node ``pool`` pays for now: up, coming up or draining."""
+        return tuple(self._nodes.get(pool, {}))
+
     def node_counts(self, config: ClusterConfig) -> dict[str, int]:
         """Per autoscaled pool, the nodes it pays for now: up, coming up or draining."""
         return {p.name: len(self._nodes.get(p.name, ())) for p in config.pools if self._sizes(p)}

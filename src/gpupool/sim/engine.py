@@ -23,7 +23,10 @@ The loop is the controller's tick with the clock and the store taken out:
    ``Autoscaler`` around each cycle, from the running attempts and the waiting jobs' last
    reasons: a node asked for comes up ``provision_delay_s`` later (a moment of its own), an
    idle one goes after ``idle_timeout_s`` (another), and each pool's node count over time is
-   kept for the bill (node-hours x GPUs per node x the pool's dedicated or spot price).
+   kept for the bill (node-hours x GPUs per node x the pool's dedicated or spot price);
+6. spot nodes are taken back at random moments (``sim/spot.py``, off unless a rate is given):
+   the attempts on them go back to the queue as evicted, losing the work since their last
+   checkpoint, and the node is replaced (``autoscaler``) or renewed (a fixed pool).
 
 The one thing the controller has that the simulator does not is the database: the
 controller's SQL reads and writes would make a replay of months of a cluster take hours, and
@@ -52,7 +55,7 @@ from gpupool.controller.autoscaler import Autoscaler
 from gpupool.controller.fairshare import UsageMeter
 from gpupool.controller.loop import MIN_TICK_GAP_S
 from gpupool.controller.parking import Parking
-from gpupool.controller.snapshot import PoolState, policy_for, team_views
+from gpupool.controller.snapshot import PoolState, node_name, policy_for, team_views
 from gpupool.controller.state import TeamQueue
 from gpupool.scheduler import (
     Nomination,
@@ -64,6 +67,7 @@ from gpupool.scheduler import (
 )
 from gpupool.sim.budgets import DEFAULT_ORIGIN, BudgetRun, SimBudgets, Use
 from gpupool.sim.cluster import PolicySetup, Shape, job_shape, largest_node, never_runs
+from gpupool.sim.spot import SpotModel
 from gpupool.sim.trace import TraceJob
 from gpupool.spec.models import Pool
 
@@ -80,13 +84,14 @@ class JobRecord:
     priority: int
     pending: PendingJob | None = None
     saved_s: float = 0.0  # work kept by the last checkpoint of an attempt (0: start over)
-    lost_gpu_s: float = 0.0  # GPU-seconds preempted attempts ran beyond their checkpoints
+    lost_gpu_s: float = 0.0  # GPU-seconds preempted or evicted attempts ran beyond checkpoints
     attempts: int = 0
     first_start: float | None = None
     end: float | None = None
     pool: str = ""
     unschedulable: str = ""
     preempted: int = 0
+    evicted: int = 0  # attempts ended by the provider taking their spot node back
     # the current attempt
     handle: JobHandle | None = None
     running: RunningJob | None = None
@@ -102,6 +107,7 @@ class Outcome:
     nominal: dict[str, int]  # per trace team, of the configuration as written
     busy: list[tuple[float, int]] = field(default_factory=list)  # (time, GPUs held) changes
     preemptions: int = 0
+    evictions: int = 0
     borrowed_gpu_s: float = 0.0
     quota_violation_s: dict[str, float] = field(default_factory=dict)
     cycles: int = 0
@@ -130,6 +136,8 @@ class Simulation:
         trace: list[TraceJob],
         nominal: dict[str, int],
         origin: datetime = DEFAULT_ORIGIN,
+        spot_evictions_per_node_day: float = 0.0,
+        seed: int = 0,
     ) -> None:
         self.setup = setup
         self.config = config = setup.config
@@ -170,6 +178,12 @@ class Simulation:
         for name in self._scaled:
             self.pools.set_nodes(name, ())
             self.outcome.pool_nodes[name] = []
+        # Spot nodes' evictions: a fixed pool's nodes live from the start.
+        self.spot = SpotModel(spot_evictions_per_node_day, seed)
+        self._spot_pools = {p.name for p in config.pools if p.autoscale.node_type == "spot"}
+        for pool in config.pools:
+            if pool.name in self._spot_pools and pool.name not in self._scaled:
+                self.spot.track(pool.name, [node_name(pool.name, i) for i in range(pool.nodes)], 0)
         for pool in config.pools:
             self.outcome.node_gpus[pool.name] = pool.node.gpus
             self.outcome.pool_size[pool.name] = pool.nodes
@@ -262,6 +276,7 @@ class Simulation:
                     self._protected_until,
                     self.budgets.next_change(),
                     self.autoscaler.next_change(self.config, now) if self._scaled else math.inf,
+                    self.spot.next_eviction(),
                 )
                 events += 1
             self._check_guarantees()
@@ -302,6 +317,7 @@ class Simulation:
     def _cycle(self) -> bool:
         """One scheduling cycle; True when it preempted (victims' room is seen next cycle)."""
         now = self.now
+        self._take_back()  # before the running attempts are read: it ends some
         if self._running is None:
             self._running = tuple(r.running for r in self.running.values() if r.running is not None)
         if self.budgets.enabled:
@@ -357,7 +373,28 @@ class Simulation:
             seen = self.outcome.pool_nodes[pool]
             if not seen or seen[-1][1] != count:
                 seen.append((self.now, count))
+            if pool in self._spot_pools:
+                self.spot.track(pool, self.autoscaler.node_names(pool), self.now)
         return changed
+
+    def _take_back(self) -> None:
+        """The provider takes back the spot nodes due: their attempts are evicted; an
+        autoscaled pool loses the node, a fixed pool gets it replaced at once."""
+        for pool, node in self.spot.due(self.now):
+            on_node = [
+                r
+                for r in self.running.values()
+                if r.running is not None and any(p.node == node for p in r.running.placements)
+            ]
+            for record in sorted(on_node, key=lambda r: r.trace.job_id):
+                self._requeue(record)
+                record.evicted += 1
+                self.outcome.evictions += 1
+            if pool in self._scaled:
+                self.autoscaler.evicted(pool, [node])
+                self.pools.set_nodes(pool, self.autoscaler.ready_nodes(self.config)[pool])
+            else:
+                self.spot.renew(pool, node, self.now)
 
     def _team_views(self, now: float) -> dict[str, TeamView]:
         usage = self.meter.usage(now)
@@ -473,16 +510,21 @@ class Simulation:
         return True
 
     def _preempt(self, record: JobRecord) -> None:
+        self._requeue(record)
+        record.preempted += 1
+        self.outcome.preemptions += 1
+
+    def _requeue(self, record: JobRecord) -> None:
+        """Stop the running attempt and queue the job again as a new attempt that keeps its
+        submit time; the work since its last checkpoint is lost."""
         assert record.handle is not None
         self.backends[record.pool].cancel(record.handle, self.config.scheduler.grace_period_s)
         done = record.saved_s + (self.now - record.started)
         gpus = self._release(record)
         record.saved_s = checkpointed(done, record.trace.checkpoint_interval_s)
         record.lost_gpu_s += gpus * (done - record.saved_s)
-        record.preempted += 1
         assert record.pending is not None
         record.pending = replace(record.pending, queued_at=self.now)
-        self.outcome.preemptions += 1
         self.pending[record.trace.job_id] = record
         self._waiting(record, +1)
 
@@ -492,7 +534,11 @@ class Simulation:
             return math.inf
         # The first job that is not starving yet: waiting since after now - bound.
         at = bisect.bisect_right(self._waits, (self.now - bound, "\uffff"))
-        return self._waits[at][0] + bound if at < len(self._waits) else math.inf
+        if at == len(self._waits):
+            return math.inf
+        # In floats, since + bound may round to now although now - bound < since: then the
+        # job starves at the very next representable moment, not at now again (forever).
+        return max(self._waits[at][0] + bound, math.nextafter(self.now, math.inf))
 
     # -- quota guarantees ------------------------------------------------------------------
 
@@ -546,5 +592,9 @@ def simulate(
     nominal: dict[str, int],
     progress: Progress | None = None,
     origin: datetime = DEFAULT_ORIGIN,
+    spot_evictions_per_node_day: float = 0.0,
+    seed: int = 0,
 ) -> Outcome:
-    return Simulation(setup, trace, nominal, origin).run(progress)
+    return Simulation(setup, trace, nominal, origin, spot_evictions_per_node_day, seed).run(
+        progress
+    )

@@ -174,6 +174,7 @@ def summarize(outcome: Outcome) -> dict[str, Any]:
         "utilization": busy / (outcome.total_gpus * makespan) if makespan > 0 else 0.0,
         "makespan_s": makespan,
         "preemptions": outcome.preemptions,
+        "evictions": outcome.evictions,
         "preemptions_per_job": preemptions_per_job(records),
         "lost_gpu_hours": lost_gpu_hours(records),
         "borrowed_gpu_hours": outcome.borrowed_gpu_s / 3600,

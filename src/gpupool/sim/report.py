@@ -37,6 +37,7 @@ TABLE_KEYS = (
     ("preemptions_per_job.mean", "preemptions/job mean", "{:.3f}"),
     ("preemptions_per_job.p99", "preemptions/job p99", "{:.1f}"),
     ("preemptions_per_job.max", "preemptions/job max", "{:,.0f}"),
+    ("evictions", "spot evictions", "{:,.0f}"),
     ("lost_gpu_hours", "lost GPU-h", "{:,.0f}"),
     ("borrowed_gpu_hours", "borrowed GPU-h", "{:,.0f}"),
     ("cost", "cost (teams' use)", "{:,.0f}"),

@@ -63,6 +63,7 @@ class Request:
     idle_timeout_s: int = DEFAULT_IDLE_TIMEOUT_S
     price_per_gpu_hour: float | None = None  # every gpu type's, when given
     spot_price_per_gpu_hour: float | None = None
+    spot_evictions_per_node_day: float = 0.0  # 0: spot nodes are never taken back
 
 
 @dataclass
@@ -75,6 +76,8 @@ class Prepared:
     # Where virtual time 0 lies (budget periods are cut from it): the trace's start when its
     # submit times are wall-clock times.
     origin: datetime = DEFAULT_ORIGIN
+    spot_evictions_per_node_day: float = 0.0
+    seed: int = 0
 
 
 class SimulationError(ValueError):
@@ -124,7 +127,20 @@ def prepare(request: Request) -> Prepared:
         name: sum(q.nominal for q in team.quota.values()) for name, team in config.teams.items()
     }
     origin = trace.start or DEFAULT_ORIGIN
-    return Prepared(jobs, trace.problems, config, setups, nominal, origin)
+    if request.spot_evictions_per_node_day < 0:
+        raise SimulationError(
+            f"--spot-evictions-per-node-day must be >= 0, got {request.spot_evictions_per_node_day}"
+        )
+    return Prepared(
+        jobs,
+        trace.problems,
+        config,
+        setups,
+        nominal,
+        origin,
+        request.spot_evictions_per_node_day,
+        request.seed,
+    )
 
 
 def _setups(config: ClusterConfig, request: Request) -> list[PolicySetup]:
@@ -185,7 +201,7 @@ def simulate_all(
     else:
         outcomes = []
         for setup in prepared.setups:
-            simulation = Simulation(setup, prepared.jobs, prepared.nominal, prepared.origin)
+            simulation = _simulation(prepared, setup)
             report = None if progress is None else _throttled(progress, setup.name, total)
             outcomes.append(simulation.run(report))
     metrics = {outcome.policy: summarize(outcome) for outcome in outcomes}
@@ -205,7 +221,18 @@ def _run_one(index: int) -> Outcome:
     report = _throttled(
         lambda name, done, _: queue.put((name, done)), setup.name, len(prepared.jobs)
     )
-    return Simulation(setup, prepared.jobs, prepared.nominal, prepared.origin).run(report)
+    return _simulation(prepared, setup).run(report)
+
+
+def _simulation(prepared: Prepared, setup: PolicySetup) -> Simulation:
+    return Simulation(
+        setup,
+        prepared.jobs,
+        prepared.nominal,
+        prepared.origin,
+        prepared.spot_evictions_per_node_day,
+        prepared.seed,
+    )
 
 
 def _in_processes(
