@@ -33,13 +33,15 @@ from dataclasses import dataclass
 from gpupool.backends.registry import runs_gangs
 from gpupool.scheduler import PendingJob, PendingReason, RunningJob
 from gpupool.scheduler.autoscale import (
+    Matcher,
     NodePhase,
     PoolNode,
     ScaleDecision,
     ScaledPool,
     ScaleSettings,
+    Want,
     decide,
-    demand_by_pool,
+    want_of,
 )
 from gpupool.spec.checks import AUTOSCALED_BY_CONTROLLER
 from gpupool.spec.models import ClusterConfig, Pool
@@ -99,20 +101,22 @@ class Autoscaler:
         self._gang = gang
         self._nodes: dict[str, dict[str, Node]] = {}  # pool -> name -> node
         self.status: dict[str, PoolScale] = {}
+        self._ready: dict[str, tuple[str, ...]] = {}  # pool -> its ready nodes, by index
+        # The last running attempts stepped with (the same tuple: the same usage).
+        self._seen: tuple[Sequence[RunningJob], dict[str, dict[str, tuple[int, float, float]]]]
+        self._seen = ((), {})
+        self._matcher: Matcher | None = None
+        # job id -> (its reasons when matched, the pool it counts for, the job as matched)
+        self._matched: dict[str, tuple[tuple[PendingReason, ...], str | None, PendingJob]] = {}
 
     def ready_nodes(self, config: ClusterConfig) -> dict[str, tuple[str, ...]]:
         """Per autoscaled pool, the names of the nodes the scheduler may place attempts on."""
-        return {
-            pool.name: tuple(
-                sorted(
-                    (n.name for n in self._nodes.get(pool.name, {}).values()
-                     if n.phase is NodePhase.READY),
-                    key=_index,
-                )
-            )
-            for pool in config.pools
-            if self._sizes(pool)
-        }  # fmt: skip
+        return {p.name: self._ready.get(p.name, ()) for p in config.pools if self._sizes(p)}
+
+    def _refresh_ready(self, pool: str) -> None:
+        nodes = self._nodes.get(pool, {}).values()
+        ready = [n.name for n in nodes if n.phase is NodePhase.READY]
+        self._ready[pool] = tuple(sorted(ready, key=_index))
 
     def node_names(self, pool: str) -> tuple[str, ...]:
         """Every node ``pool`` pays for now: up, coming up or draining."""
@@ -142,24 +146,30 @@ class Autoscaler:
         for name in nodes:
             if known.pop(name, None) is not None:
                 log.info("pool %s: node %s was taken back by its provider", pool, name)
+        self._refresh_ready(pool)
 
     def step(
         self,
         config: ClusterConfig,
         running: Sequence[RunningJob],
-        waiting: Iterable[tuple[PendingJob, tuple[PendingReason, ...]]],
+        waiting: Callable[[], Iterable[tuple[PendingJob, tuple[PendingReason, ...]]]],
         now: float,
     ) -> bool:
         """Bring every autoscaled pool's nodes one step towards its target; True when the
-        nodes the scheduler may use changed."""
+        nodes the scheduler may use changed. ``waiting()`` lists the queued jobs with their
+        last reasons; it is called only when some pool could still grow or shrink (a pool
+        with its most nodes, all up and busy, can do neither, whatever waits)."""
         pools = [p for p in config.pools if self._sizes(p)]
         for gone in set(self._nodes) - {p.name for p in pools}:
             del self._nodes[gone]
             self.status.pop(gone, None)
+            self._ready.pop(gone, None)
         if not pools:
             return False
         before = self.ready_nodes(config)
-        usage = _usage(running)
+        if self._seen[0] is not running:
+            self._seen = (running, _usage(running))
+        usage = self._seen[1]
         settings = {p.name: scale_settings(p) for p in pools}
         scaled = [
             ScaledPool(
@@ -172,14 +182,44 @@ class Autoscaler:
             )
             for p in pools
         ]
-        demand = demand_by_pool(scaled, waiting)
         for pool in pools:
             nodes = self._nodes.setdefault(pool.name, {})
+            self._observe(pool, nodes, usage.get(pool.name, {}), now)
+        demand: dict[str, list[Want]] = {p.name: [] for p in pools}
+        if not all(
+            _saturated(self._nodes[p.name], usage.get(p.name, {}), settings[p.name]) for p in pools
+        ):
+            demand = self._demand(scaled, waiting())
+        for pool in pools:
+            nodes = self._nodes[pool.name]
             used = usage.get(pool.name, {})
-            self._observe(pool, nodes, used, now)
             decision = decide(settings[pool.name], _views(nodes, used), demand[pool.name], now)
             self._apply(pool, nodes, decision, used, now)
+            self._refresh_ready(pool.name)
         return self.ready_nodes(config) != before
+
+    def _demand(
+        self,
+        scaled: Sequence[ScaledPool],
+        waiting: Iterable[tuple[PendingJob, tuple[PendingReason, ...]]],
+    ) -> dict[str, list[Want]]:
+        """:func:`~gpupool.scheduler.autoscale.demand_by_pool`, remembering each job's pool
+        while its reasons are the same object (the controller and the simulator keep a
+        waiting job's reasons tuple until they change), so a long queue costs a lookup a job."""
+        if self._matcher is None or self._matcher.pools != tuple(sorted(scaled, key=_name)):
+            self._matcher = Matcher(scaled)
+            self._matched = {}
+        matched, seen = self._matched, {}
+        demand: dict[str, list[Want]] = {p.name: [] for p in scaled}
+        for job, reasons in waiting:
+            hit = matched.get(job.id)
+            if hit is None or hit[0] is not reasons or hit[2] is not job:
+                hit = (reasons, self._matcher.pool_for(job, reasons), job)
+            seen[job.id] = hit
+            if hit[1] is not None:
+                demand[hit[1]].append(want_of(job))
+        self._matched = seen
+        return demand
 
     def _observe(
         self,
@@ -238,6 +278,20 @@ class Autoscaler:
             draining=phases.count(NodePhase.DRAINING),
             reason=decision.reason,
         )
+
+
+def _saturated(
+    nodes: Mapping[str, Node], used: Mapping[str, tuple[int, float, float]], scale: ScaleSettings
+) -> bool:
+    """Every node up and busy, and as many as the pool may have: no demand changes a thing."""
+    live = [n for n in nodes.values() if n.phase is not NodePhase.DRAINING]
+    return len(live) >= scale.max_nodes and all(
+        n.phase is NodePhase.READY and n.name in used for n in live
+    )
+
+
+def _name(pool: ScaledPool) -> str:
+    return pool.name
 
 
 def _usage(running: Sequence[RunningJob]) -> dict[str, dict[str, tuple[int, float, float]]]:

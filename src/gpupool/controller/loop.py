@@ -71,6 +71,7 @@ from gpupool.scheduler import (
     Admission,
     CycleResult,
     Nomination,
+    PendingJob,
     PendingReason,
     Preemption,
 )
@@ -318,12 +319,15 @@ class Controller:
         if evictions:  # the evicted attempts must not hold their nodes in what is read below
             with self._sessions() as session:
                 self.queue.refresh(session)
-        waiting = [
-            (job, reasons)
-            for jobs_of_team in self.queue.groups().values()
-            for job in jobs_of_team
-            if (reasons := self._reasons_of(job.id))
-        ]
+
+        def waiting() -> list[tuple[PendingJob, tuple[PendingReason, ...]]]:
+            return [
+                (job, reasons)
+                for jobs_of_team in self.queue.groups().values()
+                for job in jobs_of_team
+                if (reasons := self._reasons_of(job.id))
+            ]
+
         now = self._clock.monotonic()
         if self.autoscaler.step(config, self.queue.running(), waiting, now):
             self._dirty = True

@@ -101,7 +101,8 @@ class ScaleDecision:
     """What to do now. ``target``: the nodes the pool should have in service (up or coming up,
     not draining); ``add``: new nodes to ask for; ``drain``: nodes to stop admitting to;
     ``keep``: draining nodes to put back in service; ``served``: the waiting jobs the target
-    has room for; ``reason``: one line for logs and ``/v1/pools``."""
+    has room for, as packed until the pool reached ``max_nodes`` (packing stops there: no
+    decision changes after); ``reason``: one line for logs and ``/v1/pools``."""
 
     target: int
     add: int = 0
@@ -156,16 +157,21 @@ def _pack(settings: ScaleSettings, rooms: list[_Room], demand: Sequence[Want]) -
         key=lambda w: (-w.gpus * w.nodes, -w.gpus, -w.cpus, -w.memory_gb, w.job_id),
     )
     new = 0
-    served = []
+    served: list[str] = []
     limit = settings.max_nodes
+    used = sum(1 for room in rooms if room.used)
     for want in order:
+        if used >= limit:
+            break  # the target is the most already: packing more changes no decision
         rooms.sort(key=lambda r: (r.gpus, r.name))
         picked = [room for room in rooms if room.holds(want)][: want.nodes]
         missing = want.nodes - len(picked)
         if missing and len(rooms) + missing > limit:
             continue  # would need more nodes than the pool may have: it waits, unserved
         for room in picked:
+            used += not room.used
             room.take(want)
+        used += missing
         for _ in range(missing):
             new += 1
             room = _Room(
@@ -279,43 +285,49 @@ class ScaledPool:
     gang: bool = True
 
 
+class Matcher:
+    """Which autoscaled pool a waiting job counts for (see :func:`demand_by_pool`)."""
+
+    def __init__(self, pools: Sequence[ScaledPool]) -> None:
+        self.pools = tuple(sorted(pools, key=lambda p: p.name))
+        self._by_type: dict[str, list[ScaledPool]] = {}
+        for found in self.pools:
+            self._by_type.setdefault(found.gpu_type, []).append(found)
+
+    def pool_for(self, job: PendingJob, reasons: tuple[PendingReason, ...]) -> str | None:
+        """The first gpu type (in the reasons' order) on which ``job`` waits for a reason more
+        nodes would fix, and there the first pool in name order that may run it (its team,
+        its backend pin, its shape, a gang only where the backend runs gangs)."""
+        want = want_of(job)
+        for reason in reasons:
+            if reason.code not in SCALABLE:
+                continue
+            for pool in self._by_type.get(reason.gpu_type, ()):
+                if pool.dedicated_to is not None and pool.dedicated_to != job.team:
+                    continue
+                if job.backend is not None and job.backend != pool.backend:
+                    continue
+                if job.nodes > 1 and not pool.gang:
+                    continue
+                if fits_pool(want, pool.settings):
+                    return pool.name
+        return None
+
+
+def want_of(job: PendingJob) -> Want:
+    return Want(job.id, job.gpus, job.nodes, job.cpus, job.memory_gb)
+
+
 def demand_by_pool(
     pools: Sequence[ScaledPool],
     waiting: Iterable[tuple[PendingJob, tuple[PendingReason, ...]]],
 ) -> dict[str, list[Want]]:
-    """The waiting jobs each autoscaled pool could run, from their last pending reasons: a job
-    counts for the first gpu type (in its reasons' order) on which it waits for a reason more
-    nodes would fix (:data:`SCALABLE`), on the first pool of that type in name order that may
-    run it (its team, its backend pin, its shape, a gang only where the backend runs gangs).
-    Each job counts once, so two pools never grow for the same job."""
-    by_type: dict[str, list[ScaledPool]] = {}
-    for found in sorted(pools, key=lambda p: p.name):
-        by_type.setdefault(found.gpu_type, []).append(found)
+    """The waiting jobs each autoscaled pool could run, from their last pending reasons
+    (:meth:`Matcher.pool_for`). Each job counts once, so two pools never grow for one job."""
+    matcher = Matcher(pools)
     demand: dict[str, list[Want]] = {p.name: [] for p in pools}
     for job, reasons in waiting:
-        want = Want(job.id, job.gpus, job.nodes, job.cpus, job.memory_gb)
-        pool = _first_pool(job, want, reasons, by_type)
+        pool = matcher.pool_for(job, reasons)
         if pool is not None:
-            demand[pool].append(want)
+            demand[pool].append(want_of(job))
     return demand
-
-
-def _first_pool(
-    job: PendingJob,
-    want: Want,
-    reasons: tuple[PendingReason, ...],
-    by_type: dict[str, list[ScaledPool]],
-) -> str | None:
-    for reason in reasons:
-        if reason.code not in SCALABLE:
-            continue
-        for pool in by_type.get(reason.gpu_type, ()):
-            if pool.dedicated_to is not None and pool.dedicated_to != job.team:
-                continue
-            if job.backend is not None and job.backend != pool.backend:
-                continue
-            if job.nodes > 1 and not pool.gang:
-                continue
-            if fits_pool(want, pool.settings):
-                return pool.name
-    return None

@@ -175,6 +175,8 @@ class Simulation:
         self.autoscaler = Autoscaler(sizes=_autoscaled, gang=lambda _: True)
         self._scaled = [pool.name for pool in config.pools if _autoscaled(pool)]
         self._reasons: dict[str, tuple[PendingReason, ...]] = {}  # of waiting jobs, last cycle
+        self._stepped: tuple[RunningJob, ...] | None = None  # the running attempts last stepped
+        self._last_step = -math.inf
         for name in self._scaled:
             self.pools.set_nodes(name, ())
             self.outcome.pool_nodes[name] = []
@@ -322,7 +324,7 @@ class Simulation:
             self._running = tuple(r.running for r in self.running.values() if r.running is not None)
         if self.budgets.enabled:
             self.budgets.evaluate(now, (self._use(r) for r in self.running.values()))
-        self._scale()  # nodes that came up are planned with; drained ones are not
+        self._scale(demand=False)  # nodes that came up are planned with; drained ones not
         snapshot = Snapshot(
             now=now,
             pools=self.pools.pools(),
@@ -354,17 +356,27 @@ class Simulation:
         # On this cycle's reasons: a node asked for with no delay is planned with next cycle.
         return self._scale() or bool(result.preemptions)
 
-    def _scale(self) -> bool:
-        """Step the autoscaled pools; True when the nodes the scheduler may use changed."""
+    def _scale(self, demand: bool = True) -> bool:
+        """Step the autoscaled pools; True when the nodes the scheduler may use changed.
+        Before a cycle (``demand`` False: the waiting jobs' reasons are those the last step
+        saw) a step changes something only when attempts ended or started since, or a node
+        comes up or idles out now; otherwise it is skipped."""
         if not self._scaled:
             return False
         if self._running is None:
             self._running = tuple(r.running for r in self.running.values() if r.running is not None)
-        waiting = [
-            (record.pending, reasons)
-            for job_id, record in self.pending.items()
-            if record.pending is not None and (reasons := self._reasons.get(job_id))
-        ]
+        due = self.autoscaler.next_change(self.config, self._last_step) <= self.now
+        if not demand and self._running is self._stepped and not due:
+            return False
+        self._stepped, self._last_step = self._running, self.now
+
+        def waiting() -> list[tuple[PendingJob, tuple[PendingReason, ...]]]:
+            return [
+                (record.pending, reasons)
+                for job_id, record in self.pending.items()
+                if record.pending is not None and (reasons := self._reasons.get(job_id))
+            ]
+
         changed = self.autoscaler.step(self.config, self._running, waiting, self.now)
         if changed:
             for pool, names in self.autoscaler.ready_nodes(self.config).items():
