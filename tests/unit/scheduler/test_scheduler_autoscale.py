@@ -9,14 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpupool.scheduler import PendingJob, PendingReason
 from gpupool.scheduler.autoscale import (
     NodePhase,
     PoolNode,
     ScaleDecision,
+    ScaledPool,
     ScaleSettings,
     Want,
     decide,
+    demand_by_pool,
 )
+from gpupool.scheduler.snapshot import ReasonCode
 
 NOW = 10_000.0
 
@@ -224,3 +228,48 @@ def test_invariants(
             assert NOW - (node.idle_since or NOW) >= scale.idle_timeout_s
     assert all(by_name[name].phase is NodePhase.DRAINING for name in got.keep)
     assert not (got.drain and (got.add or got.keep))
+
+
+def scaled_pool(name: str, gpu_type: str = "t4", **fields: object) -> ScaledPool:
+    return ScaledPool(name, gpu_type, "local", pool(), **fields)  # type: ignore[arg-type]
+
+
+def waiting(team: str = "a", nodes: int = 1, backend: str | None = None) -> PendingJob:
+    return PendingJob("j", team, 0, 0.0, gpus=2, nodes=nodes, backend=backend)
+
+
+def why(*reasons: tuple[str, ReasonCode]) -> tuple[PendingReason, ...]:
+    return tuple(PendingReason(t, code, "") for t, code in reasons)
+
+
+T4_CAPACITY = why(("t4", ReasonCode.CAPACITY))
+
+
+@pytest.mark.parametrize(
+    ("pools", "job", "reasons", "want"),
+    [
+        pytest.param([scaled_pool("p")], waiting(), T4_CAPACITY, "p", id="waits for room: counts"),
+        pytest.param([scaled_pool("p")], waiting(), why(("t4", ReasonCode.TOO_LARGE)), "p",
+                     id="too large for the pool scaled in: counts"),
+        pytest.param([scaled_pool("p")], waiting(), why(("t4", ReasonCode.QUOTA)), None,
+                     id="waits on its quota: more nodes would not help"),
+        pytest.param([scaled_pool("p")], waiting(), why(("t4", ReasonCode.PREEMPTING)), None,
+                     id="its victims are ending: room is on its way"),
+        pytest.param([scaled_pool("q"), scaled_pool("p")], waiting(), T4_CAPACITY, "p",
+                     id="two pools could: the first by name, once"),
+        pytest.param([scaled_pool("p", dedicated_to="b"), scaled_pool("q")], waiting(),
+                     T4_CAPACITY, "q", id="a pool dedicated to another team is skipped"),
+        pytest.param([scaled_pool("p")], waiting(backend="slurm"), T4_CAPACITY, None,
+                     id="pinned to another backend"),
+        pytest.param([scaled_pool("p", gang=False)], waiting(nodes=2), T4_CAPACITY, None,
+                     id="a gang on a backend that runs none"),
+        pytest.param([scaled_pool("p"), scaled_pool("h", "h100")], waiting(),
+                     why(("h100", ReasonCode.QUOTA), ("t4", ReasonCode.CAPACITY)), "p",
+                     id="the first type on which it waits for room"),
+    ],
+)  # fmt: skip
+def test_which_pool_a_waiting_job_counts_for(
+    pools: list[ScaledPool], job: PendingJob, reasons: tuple[PendingReason, ...], want: str | None
+) -> None:
+    demand = demand_by_pool(pools, [(job, reasons)])
+    assert {name for name, wants in demand.items() if wants} == ({want} if want else set())
