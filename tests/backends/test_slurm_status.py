@@ -50,7 +50,7 @@ CASES = [
     ),
     Case("COMPLETED", R(S.CANCELLED, 0, "cancelled"), cancel_requested=True),
     Case("PREEMPTED", R(S.PREEMPTED, 0, "preempted by Slurm")),
-    Case("NODE_FAIL", R(S.LOST, 0, "its node failed")),
+    Case("NODE_FAIL", R(S.PREEMPTED, 0, "evicted: its node failed (Slurm NODE_FAIL)")),
     Case("BOOT_FAIL", R(S.LOST, 0, "its node failed to boot")),
     Case("DEADLINE", R(S.FAILED, 0, "reached its Slurm deadline")),
     Case("SOMETHING_NEW", R(S.RUNNING, message="unrecognised Slurm state SOMETHING_NEW")),

@@ -103,6 +103,9 @@ class JobSpec:
     checkpoint_interval_s: int | None = None
     # With ``image``: mounts, /dev/shm size, read-only root and the pull secret's name.
     container: ContainerSpec | None = None
+    # The scheduler's names of the nodes the attempt was placed on, one per node in the order
+    # of ``devices`` (the simulated backend evicts by them).
+    node_names: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -161,6 +164,24 @@ class BackendStatus:
     state: RunState
     exit_code: int | None = None
     message: str = ""
+
+    @property
+    def evicted(self) -> bool:
+        """Whether the provider took the attempt's node back (see :func:`evicted`)."""
+        return self.state is RunState.PREEMPTED and self.message.startswith(EVICTED_PREFIX)
+
+
+# A provider that takes a node back (a spot or low-priority node reclaimed, a Slurm node set
+# DOWN) ends the attempts on it as PREEMPTED with a message starting with this prefix: the
+# controller requeues them as new attempts with status ``evicted``, never as failures and
+# never counted as lost (R5). Adapters build such a status with :func:`evicted`.
+EVICTED_PREFIX = "evicted: "
+
+
+def evicted(why: str, exit_code: int | None = None) -> BackendStatus:
+    """The status of an attempt whose node the provider took back; ``why`` says how (the
+    provider's own words: "its node failed (Slurm NODE_FAIL)", "low-priority node preempted")."""
+    return BackendStatus(RunState.PREEMPTED, exit_code=exit_code, message=EVICTED_PREFIX + why)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,8 @@ contract, so the contract suite runs against it too:
   (default 0). These are read from the job's ``env``. ``max_runtime_s`` ends it as FAILED
   with the local backend's message. ``cancel`` ends it as CANCELLED at once.
 * The job "sees" the contract environment; :meth:`FakeCluster.run` exposes it for tests.
+* :meth:`FakeCluster.evict` plays the provider taking a node back (a spot node reclaimed):
+  the runs on that node (or the one run named) end PREEMPTED ``evicted:`` (R5).
 
 Pool options: ``clock`` (a callable returning seconds) and ``cluster`` (a FakeCluster).
 """
@@ -32,6 +34,7 @@ from gpupool.backends.base import (
     LogChunk,
     RunState,
     contract_env,
+    evicted,
 )
 from gpupool.backends.errors import BackendMisconfigured, BackendRejected
 
@@ -54,6 +57,7 @@ class FakeRun:
     exit_code: int
     cancelled_at: float | None = None
     signals: list[str] = field(default_factory=list)  # what the job "received"
+    evicted_why: str | None = None  # why the provider took its node back; set while not final
 
     @property
     def starts_at(self) -> float:
@@ -62,6 +66,8 @@ class FakeRun:
     def status(self, now: float) -> BackendStatus:
         if self.cancelled_at is not None:  # only ever set while the run was not final
             return BackendStatus(RunState.CANCELLED, message="cancelled")
+        if self.evicted_why is not None:  # the same
+            return evicted(self.evicted_why)
         limit = self.spec.max_runtime_s
         end = self.starts_at + self.duration_s
         if now < self.starts_at:
@@ -103,6 +109,27 @@ class FakeCluster:
                 found = FakeRun(spec, self.clock(), env, pending, duration, exit_code)
                 self._runs[spec.key] = found
             return found
+
+    def evict(self, node: str | None = None, key: str | None = None) -> list[str]:
+        """The provider takes back ``node`` (every run placed on it that has not ended) or the
+        node of run ``key``: those runs end as evicted. The keys evicted, sorted."""
+        if (node is None) == (key is None):
+            raise ValueError("name exactly one of node and key")
+        with self._lock:
+            now = self.clock()
+            hit = []
+            for run_key, run in self._runs.items():
+                if key is not None and run_key != key:
+                    continue
+                if node is not None and node not in run.spec.node_names:
+                    continue
+                if run.status(now).state in (RunState.PENDING, RunState.RUNNING):
+                    where = node or ", ".join(run.spec.node_names) or "its node"
+                    run.evicted_why = f"the provider took back node {where}"
+                    if now >= run.starts_at:
+                        run.signals.append("SIGKILL")
+                    hit.append(run_key)
+            return sorted(hit)
 
     def cancel(self, key: str) -> None:
         with self._lock:

@@ -37,7 +37,7 @@ def simulate(
     out: Annotated[
         Path, typer.Option(help="Directory for metrics.json, jobs.csv, report.html.")
     ] = Path("sim-out"),
-    seed: Annotated[int, typer.Option(help="Seed of --sample.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of --sample and of spot evictions.")] = 0,
     sample: Annotated[float, typer.Option(help="Keep this fraction of the jobs (0-1].")] = 1.0,
     limit: Annotated[int | None, typer.Option(help="Keep only the first N jobs.")] = None,
     strict: Annotated[bool, typer.Option(help="Stop at the first bad trace row.")] = False,
@@ -68,6 +68,32 @@ def simulate(
             "server's 'why' would, and report the error against their simulated start.",
         ),
     ] = 0,
+    scaling: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="How pools are sized: configured (default), fixed, fixed-spot, autoscale or "
+            "autoscale-spot; repeat to compare (each asked policy runs once per scaling)."
+        ),
+    ] = None,
+    provision_delay: Annotated[
+        float, typer.Option(min=0, help="Autoscaled pools: seconds a new node takes to come up.")
+    ] = 300.0,
+    idle_timeout: Annotated[
+        int, typer.Option(min=1, help="Autoscaled pools: seconds an idle node is kept.")
+    ] = 600,
+    price_per_gpu_hour: Annotated[
+        float | None, typer.Option(min=0, help="Set every gpu type's price per GPU-hour.")
+    ] = None,
+    spot_price_per_gpu_hour: Annotated[
+        float | None, typer.Option(min=0, help="Set every gpu type's spot price per GPU-hour.")
+    ] = None,
+    spot_evictions_per_node_day: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="How often the provider takes a spot node back (0: never); seeded by --seed.",
+        ),
+    ] = 0.0,
 ) -> None:
     """Replay a trace through the production scheduler on a virtual clock, one run per policy,
     and write metrics.json, jobs.csv and report.html to --out."""
@@ -105,6 +131,12 @@ def simulate(
         dedicated_pools=dedicated_pools,
         baselines=baselines,
         forecast_sample=forecast_sample,
+        scalings=list(scaling or ["configured"]),
+        provision_delay_s=provision_delay,
+        idle_timeout_s=idle_timeout,
+        price_per_gpu_hour=price_per_gpu_hour,
+        spot_price_per_gpu_hour=spot_price_per_gpu_hour,
+        spot_evictions_per_node_day=spot_evictions_per_node_day,
     )
     try:
         prepared = prepare(request)
@@ -127,7 +159,7 @@ def simulate(
         f"{len(prepared.jobs):,} jobs of {len({j.team for j in prepared.jobs})} teams on "
         f"{gpus:,} GPUs; policies: {', '.join(s.name for s in prepared.setups)}"
     )
-    added = [s.name for s in prepared.setups if s.name not in request.policies]
+    added = [s.name for s in prepared.setups if s.name.split("/")[0] not in request.policies]
     if added:
         console.print(f"({', '.join(added)} added as baselines; --no-baselines to skip them)")
     columns = (

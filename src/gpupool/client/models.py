@@ -26,6 +26,7 @@ JobStatus = Literal[
     "cancelled",
     "preempted",
     "lost",
+    "evicted",
 ]
 # Terminal states: the job will not run again (a lost attempt is requeued).
 FINISHED_STATUSES = frozenset({"succeeded", "failed", "cancelled"})

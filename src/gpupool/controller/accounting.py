@@ -20,7 +20,7 @@ up; one that was gone longer leaves a gap.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from gpupool.accounting.pricing import node_type_of
@@ -47,14 +47,19 @@ def gap_after(config: ClusterConfig) -> timedelta:
     return timedelta(seconds=3 * settings.accrual_interval_s + GAP_SLACK_S)
 
 
-def pool_gpus(config: ClusterConfig) -> list[usage.PoolGpus]:
-    """Every pool's GPUs as the configuration has them now (nodes x GPUs per node)."""
+def pool_gpus(
+    config: ClusterConfig, sized: Mapping[str, int] | None = None
+) -> list[usage.PoolGpus]:
+    """Every pool's GPUs as the configuration has them now (nodes x GPUs per node); a pool the
+    autoscaler sizes counts the nodes it has now (``sized``: up, coming up or draining, which
+    are all paid for)."""
+    sized = sized or {}
     return [
         usage.PoolGpus(
             pool=pool.name,
             gpu_type=pool.gpu_type,
             node_type=node_type_of(config, pool.name),
-            gpus=pool.nodes * pool.node.gpus,
+            gpus=sized.get(pool.name, pool.nodes) * pool.node.gpus,
         )
         for pool in config.pools
     ]
@@ -113,9 +118,13 @@ class Accrual:
         config: Callable[[], ClusterConfig],
         clock: Clock,
         leader: Leadership,
+        sized: Callable[[], Mapping[str, int]] | None = None,
     ) -> None:
         self._sessions = sessions
         self._config = config
+        # Nodes per autoscaled pool now (the autoscaler's): the capacity accrued for the
+        # interval just ended is the pool's size at its end, as a fixed pool's is its nodes.
+        self._sized = sized
         self._clock = clock
         self._leader = leader
         self._last = float("-inf")  # monotonic time of the last accrual
@@ -149,7 +158,12 @@ class Accrual:
                 for job, attempt in usage.running_without_row(session):
                     attempt_started(session, config, job, attempt, attempt.started_at or now)
             usage.accrue(session, now)
-            gap = usage.accrue_capacity(session, now, pool_gpus(config), gap_after(config))
+            gap = usage.accrue_capacity(
+                session,
+                now,
+                pool_gpus(config, self._sized() if self._sized else None),
+                gap_after(config),
+            )
         self._last = self._clock.monotonic()
         self._checked = True
         if gap is not None:

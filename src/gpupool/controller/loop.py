@@ -53,6 +53,7 @@ from gpupool.backends.base import (
 )
 from gpupool.backends.errors import BackendUnavailable
 from gpupool.controller.accounting import Accrual
+from gpupool.controller.autoscaler import Autoscaler, managed
 from gpupool.controller.backoff import Backoff
 from gpupool.controller.budgets import BudgetWatch
 from gpupool.controller.clock import Clock
@@ -73,6 +74,7 @@ from gpupool.scheduler import (
     Admission,
     CycleResult,
     Nomination,
+    PendingJob,
     PendingReason,
     Preemption,
 )
@@ -150,7 +152,11 @@ class Controller:
             lambda: self.wake(reschedule=False),
             config,
         )
-        self.accrual = Accrual(sessions, config, clock, self.leader)
+        # The nodes of the pools the controller sizes itself (autoscaler.py).
+        self.autoscaler = Autoscaler()
+        self.accrual = Accrual(
+            sessions, config, clock, self.leader, lambda: self.autoscaler.node_counts(config())
+        )
         # Used-up budgets the cycle enforces, evaluated every few seconds (budgets.py).
         self.budgets = BudgetWatch(sessions, clock, lambda session: self.leader.fence(session))
         self.observe(NullObserver())
@@ -244,6 +250,7 @@ class Controller:
         self.sync()
         self.send_cancels()
         self.refresh_capacity()
+        self.autoscale()
         if self.budgets.refresh(self._config()):
             self._dirty = True  # a team's budget began or stopped holding it back
         now = self._clock.monotonic()
@@ -304,6 +311,33 @@ class Controller:
         if self.probes.refresh((p.name for p in config.pools), self._clock.monotonic()):
             self._dirty = True
 
+    def autoscale(self) -> None:
+        """Step the autoscaled pools' nodes towards their targets (``autoscaler.py``), from the
+        active attempts and the queued jobs' last reasons; new nodes that came up, or nodes
+        drained, make the scheduler look again. Nodes whose attempts were evicted are gone."""
+        evictions = list(self._sync.evictions)
+        self._sync.evictions.clear()
+        for pool, nodes in evictions:
+            self.autoscaler.evicted(pool, nodes)
+        config = self._config()
+        if not self.queue.loaded or not any(managed(p) for p in config.pools):
+            return
+        if evictions:  # the evicted attempts must not hold their nodes in what is read below
+            with self._sessions() as session:
+                self.queue.refresh(session)
+
+        def waiting() -> list[tuple[PendingJob, tuple[PendingReason, ...]]]:
+            return [
+                (job, reasons)
+                for jobs_of_team in self.queue.groups().values()
+                for job in jobs_of_team
+                if (reasons := self._reasons_of(job.id))
+            ]
+
+        now = self._clock.monotonic()
+        if self.autoscaler.step(config, self.queue.running(), waiting, now):
+            self._dirty = True
+
     def _start_probe(self, pool: str) -> Future[PoolCapacity | None]:
         found = next((p for p in self._config().pools if p.name == pool), None)
         return self._execution.probe_async(pool, found.backend if found else "")
@@ -324,6 +358,7 @@ class Controller:
             self.queue.running(),
             self._usage_history(config, now),
             self.probes.capacity,
+            self.autoscaler.ready_nodes(config),
         )
         if self._nominations:
             snapshot = dataclasses.replace(snapshot, nominations=self._nominations)
@@ -649,6 +684,7 @@ def job_spec(
         checkpoint_interval_s=job.checkpoint_interval_s,
         image=job.container["image"] if job.container else None,
         container=container_spec(job.container),
+        node_names=tuple(str(p["node"]) for p in attempt.placements if "node" in p),
     )
 
 

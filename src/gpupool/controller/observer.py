@@ -53,6 +53,9 @@ class Observer(Protocol):
     def backend_error(self, pool: str, operation: str, error: BaseException) -> None:
         """A backend call failed: ``operation`` is dispatch, poll, cancel or capacity."""
 
+    def evicted(self, pool: str) -> None:
+        """An attempt on ``pool`` ended because the provider took its node back (R5)."""
+
 
 class NullObserver:
     """Observes nothing."""
@@ -64,6 +67,9 @@ class NullObserver:
         pass
 
     def backend_error(self, pool: str, operation: str, error: BaseException) -> None:
+        pass
+
+    def evicted(self, pool: str) -> None:
         pass
 
 

@@ -46,11 +46,15 @@ def build_snapshot(
     running: Sequence[RunningJob],
     usage_history: Mapping[str, float] | None = None,
     capacity: Mapping[str, PoolCapacity] | None = None,
+    node_names: Mapping[str, Sequence[str]] | None = None,
 ) -> Snapshot:
     """``capacity``: what backends that report it say of their pools; a pool never gets
     more nodes or GPUs per node than its configuration declares, but fewer when the backend
-    sees fewer (drained or down nodes are not planned with)."""
+    sees fewer (drained or down nodes are not planned with). ``node_names``: the nodes of the
+    pools the autoscaler sizes that are up and not draining (``controller.autoscaler``), which
+    are then the pool's nodes."""
     capacity = capacity or {}
+    node_names = node_names or {}
     used_devices: dict[str, set[int]] = defaultdict(set)
     used_cpus: dict[str, float] = defaultdict(float)
     used_memory: dict[str, float] = defaultdict(float)
@@ -68,7 +72,7 @@ def build_snapshot(
             gang=runs_gangs(pool.backend),
             nodes=tuple(
                 NodeView(
-                    name=(name := node_name(pool.name, i)),
+                    name=name,
                     gpus=_gpus(pool, capacity.get(pool.name)),
                     cpus=pool.node.cpus,
                     memory_gb=pool.node.memory_gb,
@@ -76,7 +80,7 @@ def build_snapshot(
                     used_cpus=used_cpus.get(name, 0.0),
                     used_memory_gb=used_memory.get(name, 0.0),
                 )
-                for i in range(_nodes(pool, capacity.get(pool.name)))
+                for name in _names(pool, capacity.get(pool.name), node_names)
             ),
         )
         for pool in config.pools
@@ -92,6 +96,15 @@ def build_snapshot(
         pending=known,
         usage=held_gpus(running),
     )
+
+
+def _names(
+    pool: Pool, seen: PoolCapacity | None, sized: Mapping[str, Sequence[str]]
+) -> Sequence[str]:
+    """The pool's nodes: the autoscaler's when it sizes the pool (none at all included)."""
+    if pool.name in sized:
+        return sized[pool.name]
+    return [node_name(pool.name, i) for i in range(_nodes(pool, seen))]
 
 
 def _nodes(pool: Pool, seen: PoolCapacity | None) -> int:
@@ -132,24 +145,35 @@ class PoolState:
     """The pools' node views kept up to date as attempts take and free devices, for callers
     that build a snapshot every few milliseconds (the simulator): a node's view is rebuilt
     only when something on it changed, instead of every node at every cycle. Devices only;
-    cpus and memory of jobs are not tracked (the simulator's jobs ask for none). ``gang``
-    says whether a backend runs multi-node jobs (default: what its adapter declares)."""
+    cpus and memory of jobs are not tracked (the simulator's jobs ask for none). ``gang`` says
+    whether a backend runs multi-node jobs (default: what its adapter declares).
+
+    An autoscaled pool's nodes change (:meth:`set_nodes`): a node left out (draining) keeps
+    the devices its attempts hold until they free them, but is no longer in the views."""
 
     def __init__(self, config: ClusterConfig, gang: Callable[[str], bool] = runs_gangs) -> None:
         self._config = config
         self._gang = gang
-        self._at: dict[str, tuple[str, int]] = {}  # node -> (pool, index in the pool)
-        self._used: dict[str, set[int]] = {}
+        self._at: dict[str, tuple[str, int]] = {}  # node in a view -> (pool, index in the pool)
+        self._used: dict[str, set[int]] = defaultdict(set)
         self._views: dict[str, list[NodeView]] = {}
+        self._shape = {pool.name: pool.node for pool in config.pools}
         self._dirty: set[str] = set()
         for pool in config.pools:
-            views = []
-            for i in range(pool.nodes):
-                name = node_name(pool.name, i)
-                self._at[name] = (pool.name, i)
-                self._used[name] = set()
-                views.append(NodeView(name, pool.node.gpus, pool.node.cpus, pool.node.memory_gb))
-            self._views[pool.name] = views
+            self.set_nodes(pool.name, [node_name(pool.name, i) for i in range(pool.nodes)])
+
+    def set_nodes(self, pool: str, names: Sequence[str]) -> None:
+        """The nodes of ``pool`` the scheduler may place on are now ``names``."""
+        for old in self._views.get(pool, ()):
+            self._at.pop(old.name, None)
+        shape = self._shape[pool]
+        views = []
+        for i, name in enumerate(names):
+            self._at[name] = (pool, i)
+            used = frozenset(self._used.get(name, ()))
+            views.append(NodeView(name, shape.gpus, shape.cpus, shape.memory_gb, used))
+        self._views[pool] = views
+        self._dirty.difference_update(names)
 
     def take(self, placements: Sequence[Placement]) -> None:
         for placement in placements:
@@ -163,7 +187,10 @@ class PoolState:
 
     def pools(self) -> tuple[PoolView, ...]:
         for name in self._dirty:
-            pool, index = self._at[name]
+            found = self._at.get(name)
+            if found is None:  # a node no longer in a view (drained, released)
+                continue
+            pool, index = found
             views = self._views[pool]
             views[index] = dataclasses.replace(
                 views[index], used_devices=frozenset(self._used[name])

@@ -50,6 +50,9 @@ class BackendSync:
         self._polls: dict[str, tuple[Future[Mapping[str, BackendStatus]], dict[str, str]]] = {}
         self._cancels: dict[int, Future[Any]] = {}  # attempt id -> cancel or stop in flight
         self.observer: Observer = NullObserver()
+        # (pool, node names) of the attempts found evicted since the controller last took
+        # them: the provider took those nodes back (the autoscaler forgets them).
+        self.evictions: list[tuple[str, tuple[str, ...]]] = []
 
     # -- polling ----------------------------------------------------------------------------
 
@@ -106,12 +109,21 @@ class BackendSync:
     def _apply(self, statuses: Mapping[str, BackendStatus]) -> None:
         now = self._clock.now()
         config = None if self._config is None else self._config()
+        evicted: list[tuple[str, tuple[str, ...]]] = []
         with self._sessions.begin() as session:
             for key, status in statuses.items():
                 job_id, _, number = key.rpartition(".")
                 found = jobs.active_attempt(session, job_id, int(number))
                 if found is not None:
-                    apply_status(session, found[0], found[1], status, now, config)
+                    attempt = found[1]
+                    apply_status(session, found[0], attempt, status, now, config)
+                    if attempt.status == JobStatus.EVICTED:
+                        nodes = tuple(str(p["node"]) for p in attempt.placements if "node" in p)
+                        evicted.append((attempt.pool, nodes))
+        for pool, nodes in evicted:  # committed: counted once
+            log.warning("pool %s: the provider took back node(s) %s", pool, ", ".join(nodes))
+            self.observer.evicted(pool)
+        self.evictions.extend(evicted)
 
     def _reap(self, pool: str, key: str) -> None:
         """A lost attempt may have left its job running (its supervisor died): stop it, so

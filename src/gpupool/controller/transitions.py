@@ -1,8 +1,10 @@
 """Apply what a backend reports about an attempt to the attempt and its job.
 
-The job mirrors its current attempt. A preempted or lost attempt sends the job back to the
-queue for a new attempt (keeping its submit time, so it keeps its place), until
-``MAX_LOST_ATTEMPTS`` attempts were lost (preemptions never count).
+The job mirrors its current attempt. A preempted, evicted or lost attempt sends the job back to
+the queue for a new attempt (keeping its submit time, so it keeps its place), until
+``MAX_LOST_ATTEMPTS`` attempts were lost (preemptions and evictions never count: the job did
+nothing wrong). An eviction is a PREEMPTED status whose message starts with ``evicted:``
+(``backends.base.evicted``): the provider took the node back.
 
 The usage ledger moves with the status, in the same transaction: an attempt's row opens when
 it is first seen running and closes, with its outcome, when it ends (``accounting.py``).
@@ -67,9 +69,16 @@ def apply_status(
         accounting.attempt_ended(session, config, job, attempt, now, was)
         finish_job(session, job, final, now, status.exit_code, status.message)
         return
-    attempt.status = (JobStatus.PREEMPTED if state is RunState.PREEMPTED else JobStatus.LOST).value
+    if state is RunState.PREEMPTED:
+        evicted = status.evicted and not attempt.preempted_by
+        attempt.status = (JobStatus.EVICTED if evicted else JobStatus.PREEMPTED).value
+    else:
+        attempt.status = JobStatus.LOST.value
     accounting.attempt_ended(session, config, job, attempt, now, was)
-    requeue(session, job, now, f"attempt {attempt.number} {attempt.status}: {attempt.message}")
+    # An eviction's message already starts with "evicted: ".
+    said = attempt.message if attempt.status == JobStatus.EVICTED else None
+    why = said or f"{attempt.status}: {attempt.message}"
+    requeue(session, job, now, f"attempt {attempt.number} {why}")
 
 
 def abandon(

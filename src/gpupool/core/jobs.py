@@ -19,6 +19,9 @@ class JobStatus(StrEnum):
     CANCELLED = "cancelled"
     PREEMPTED = "preempted"
     LOST = "lost"
+    # An attempt whose node the provider took back (spot eviction, a node set down): its job
+    # is requeued; unlike LOST it never counts towards giving up on the job. Attempts only.
+    EVICTED = "evicted"
 
 
 TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
@@ -47,6 +50,7 @@ _ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
             JobStatus.CANCELLED,
             JobStatus.PREEMPTED,
             JobStatus.LOST,
+            JobStatus.EVICTED,
             JobStatus.QUEUED,
         }
     ),
@@ -57,9 +61,11 @@ _ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
             JobStatus.CANCELLED,
             JobStatus.PREEMPTED,
             JobStatus.LOST,
+            JobStatus.EVICTED,
         }
     ),
     JobStatus.PREEMPTED: frozenset({JobStatus.QUEUED, JobStatus.CANCELLED}),
+    JobStatus.EVICTED: frozenset({JobStatus.QUEUED, JobStatus.CANCELLED}),
     JobStatus.LOST: frozenset({JobStatus.QUEUED, JobStatus.CANCELLED, JobStatus.FAILED}),
     JobStatus.SUCCEEDED: frozenset(),
     JobStatus.FAILED: frozenset(),

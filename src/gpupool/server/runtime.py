@@ -105,7 +105,11 @@ class Runtime:
         )
         self.tokens = TokenService(self.sessions, self.clock)
         self.teams = TeamService(
-            self.sessions, self.current_config, self.controller.backoff.health, self.clock.now
+            self.sessions,
+            self.current_config,
+            self.controller.backoff.health,
+            self.clock.now,
+            self.controller.autoscaler.status.get,
         )
         self.usage = UsageService(self.sessions, self.current_config, self.clock)
         if self.live is None:

@@ -311,6 +311,16 @@ class TeamList(BaseModel):
     items: list[TeamOut]
 
 
+class PoolScaleOut(BaseModel):
+    """An autoscaled pool's nodes now (the controller's autoscaler; docs/autoscaling.md)."""
+
+    target: int
+    ready: int
+    provisioning: int
+    draining: int
+    reason: str = ""
+
+
 class PoolOut(BaseModel):
     name: str
     backend: str
@@ -322,6 +332,9 @@ class PoolOut(BaseModel):
     dedicated_to: str | None
     available: bool = True  # False while its backend is unreachable and being retried
     message: str = ""
+    # Autoscaled pools the controller sizes: where it stands (None: fixed, or not known to
+    # this process: an API replica has no controller). ``nodes`` is then the most it may have.
+    autoscale: PoolScaleOut | None = None
 
 
 class PoolList(BaseModel):

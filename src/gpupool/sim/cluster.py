@@ -10,6 +10,12 @@ scheduled as; the scheduler itself is the production one in every case (docs/cod
                      per-VC FIFO setting of the Helios study).
 ``fifo``             one global strict-FIFO queue with no quotas: every job is scheduled as one
                      team that owns the whole cluster (metrics still count the real teams).
+
+A *scaling* changes every pool's ``autoscale:`` before a policy is applied (:func:`scaled`):
+``configured`` leaves them as written; ``fixed`` and ``fixed-spot`` keep each pool at its
+``nodes``, on dedicated or spot nodes; ``autoscale`` and ``autoscale-spot`` let each follow its
+demand between 0 and ``nodes`` (a pool already autoscaled keeps its floor). A run other than
+``configured`` is named ``<policy>/<scaling>``.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pathlib import Path
 
 from gpupool.core.quota import gpuless_charge
 from gpupool.spec.models import (
+    Autoscale,
     ClusterConfig,
     Cohort,
     GpuType,
@@ -34,6 +41,9 @@ from gpupool.spec.models import (
 )
 
 POLICIES = ("hard-quota-fifo", "fifo", "gpupool")
+SCALINGS = ("configured", "fixed", "fixed-spot", "autoscale", "autoscale-spot")
+DEFAULT_PROVISION_DELAY_S = 300.0  # a cloud GPU VM's boot and join, roughly
+DEFAULT_IDLE_TIMEOUT_S = 600
 EVERYONE = "everyone"  # the one team of the fifo policy
 PHILLY_GPU_TYPE = "gpu"
 PHILLY_NODE_GPUS = 8
@@ -158,6 +168,47 @@ def policy_setup(config: ClusterConfig, name: str) -> PolicySetup:
         )
         return PolicySetup(name, one, lambda team: EVERYONE)
     raise ClusterError(f"unknown policy {name!r}: use one of {', '.join(POLICIES)}")
+
+
+def scaled(
+    config: ClusterConfig,
+    scaling: str,
+    provision_delay_s: float = DEFAULT_PROVISION_DELAY_S,
+    idle_timeout_s: int = DEFAULT_IDLE_TIMEOUT_S,
+) -> ClusterConfig:
+    """``config`` with every pool sized as ``scaling`` says (see the module docstring)."""
+    if scaling not in SCALINGS:
+        raise ClusterError(f"unknown scaling {scaling!r}: use one of: {', '.join(SCALINGS)}")
+    if scaling == "configured":
+        return config
+    mode, _, spot = scaling.partition("-")
+    pools = []
+    for pool in config.pools:
+        was = pool.autoscale
+        floor = (was.min_nodes, was.warm_nodes) if was.mode == "autoscale" else (0, 0)
+        scale = Autoscale(
+            mode="autoscale" if mode == "autoscale" else "fixed",
+            min_nodes=min(floor[0], pool.nodes),
+            warm_nodes=min(floor[1], pool.nodes),
+            idle_timeout_s=idle_timeout_s,
+            provision_delay_s=provision_delay_s,
+            node_type="spot" if spot else "dedicated",
+        )
+        pools.append(pool.model_copy(update={"autoscale": scale}))
+    return config.model_copy(update={"pools": pools})
+
+
+def priced(config: ClusterConfig, dedicated: float | None, spot: float | None) -> ClusterConfig:
+    """``config`` with every gpu type's price per GPU-hour (and spot price) set, when given."""
+    update: dict[str, float] = {}
+    if dedicated is not None:
+        update["price_per_gpu_hour"] = dedicated
+    if spot is not None:
+        update["spot_price_per_gpu_hour"] = spot
+    if not update:
+        return config
+    types = {name: t.model_copy(update=update) for name, t in config.gpu_types.items()}
+    return config.model_copy(update={"gpu_types": types})
 
 
 def _whole_type(config: ClusterConfig, gpu_type: str) -> Quota:

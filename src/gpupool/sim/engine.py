@@ -18,7 +18,15 @@ The loop is the controller's tick with the clock and the store taken out:
    the work the victim did is lost, unless the job declared ``checkpoint_interval_s``, in
    which case it resumes from its last checkpoint (:func:`checkpointed`). Each cycle's
    nominations are handed to the next, as the controller does, so the next cycle decides
-   each preemptor first, on the room its victims freed.
+   each preemptor first, on the room its victims freed;
+5. autoscaled pools (``autoscale.mode: autoscale``) are sized by the controller's
+   ``Autoscaler`` around each cycle, from the running attempts and the waiting jobs' last
+   reasons: a node asked for comes up ``provision_delay_s`` later (a moment of its own), an
+   idle one goes after ``idle_timeout_s`` (another), and each pool's node count over time is
+   kept for the bill (node-hours x GPUs per node x the pool's dedicated or spot price);
+6. spot nodes are taken back at random moments (``sim/spot.py``, off unless a rate is given):
+   the attempts on them go back to the queue as evicted, losing the work since their last
+   checkpoint, and the node is replaced (``autoscaler``) or renewed (a fixed pool).
 
 The one thing the controller has that the simulator does not is the database: the
 controller's SQL reads and writes would make a replay of months of a cluster take hours, and
@@ -44,15 +52,25 @@ from typing import Any
 from gpupool.accounting.pricing import price_per_gpu_hour
 from gpupool.backends.base import AdapterContext, JobHandle, JobSpec, RunState
 from gpupool.backends.fake import DURATION_ENV, FakeBackend, FakeCluster
+from gpupool.controller.autoscaler import Autoscaler
 from gpupool.controller.fairshare import UsageMeter
 from gpupool.controller.loop import MIN_TICK_GAP_S
 from gpupool.controller.parking import Parking
-from gpupool.controller.snapshot import PoolState, policy_for, team_views
+from gpupool.controller.snapshot import PoolState, node_name, policy_for, team_views
 from gpupool.controller.state import TeamQueue
-from gpupool.scheduler import Nomination, PendingJob, RunningJob, Snapshot, TeamView
+from gpupool.scheduler import (
+    Nomination,
+    PendingJob,
+    PendingReason,
+    RunningJob,
+    Snapshot,
+    TeamView,
+)
 from gpupool.sim.budgets import DEFAULT_ORIGIN, BudgetRun, SimBudgets, Use
 from gpupool.sim.cluster import PolicySetup, Shape, job_shape, largest_node, never_runs
+from gpupool.sim.spot import SpotModel
 from gpupool.sim.trace import TraceJob
+from gpupool.spec.models import Pool
 
 Progress = Callable[[int], None]  # called with the number of jobs that reached an end
 
@@ -67,13 +85,14 @@ class JobRecord:
     priority: int
     pending: PendingJob | None = None
     saved_s: float = 0.0  # work kept by the last checkpoint of an attempt (0: start over)
-    lost_gpu_s: float = 0.0  # GPU-seconds preempted attempts ran beyond their checkpoints
+    lost_gpu_s: float = 0.0  # GPU-seconds preempted or evicted attempts ran beyond checkpoints
     attempts: int = 0
     first_start: float | None = None
     end: float | None = None
     pool: str = ""
     unschedulable: str = ""
     preempted: int = 0
+    evicted: int = 0  # attempts ended by the provider taking their spot node back
     # the current attempt
     handle: JobHandle | None = None
     running: RunningJob | None = None
@@ -89,6 +108,7 @@ class Outcome:
     nominal: dict[str, int]  # per trace team, of the configuration as written
     busy: list[tuple[float, int]] = field(default_factory=list)  # (time, GPUs held) changes
     preemptions: int = 0
+    evictions: int = 0
     borrowed_gpu_s: float = 0.0
     quota_violation_s: dict[str, float] = field(default_factory=dict)
     cycles: int = 0
@@ -105,6 +125,11 @@ class Outcome:
     budgets: list[BudgetRun] = field(default_factory=list)  # the configuration's, enforced
     forecast: dict[str, Any] | None = None  # with --forecast-sample: sim.accuracy's block
     forecast_rows: list[dict[str, Any]] = field(default_factory=list)  # ... and its jobs
+    # Autoscaled pools: (time, nodes paid for) at each change. Every pool: its GPUs per node
+    # and its configured nodes (a fixed pool's size, an autoscaled pool's most).
+    pool_nodes: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
+    node_gpus: dict[str, int] = field(default_factory=dict)
+    pool_size: dict[str, int] = field(default_factory=dict)
 
 
 class Simulation:
@@ -114,6 +139,8 @@ class Simulation:
         trace: list[TraceJob],
         nominal: dict[str, int],
         origin: datetime = DEFAULT_ORIGIN,
+        spot_evictions_per_node_day: float = 0.0,
+        seed: int = 0,
     ) -> None:
         self.setup = setup
         self.config = config = setup.config
@@ -147,7 +174,24 @@ class Simulation:
             sum(p.nodes * p.node.gpus for p in config.pools),
             nominal,
         )
+        # Autoscaled pools start with no node: the first cycle asks for their floor.
+        self.autoscaler = Autoscaler(sizes=_autoscaled, gang=lambda _: True)
+        self._scaled = [pool.name for pool in config.pools if _autoscaled(pool)]
+        self._reasons: dict[str, tuple[PendingReason, ...]] = {}  # of waiting jobs, last cycle
+        self._stepped: tuple[RunningJob, ...] | None = None  # the running attempts last stepped
+        self._last_step = -math.inf
+        for name in self._scaled:
+            self.pools.set_nodes(name, ())
+            self.outcome.pool_nodes[name] = []
+        # Spot nodes' evictions: a fixed pool's nodes live from the start.
+        self.spot = SpotModel(spot_evictions_per_node_day, seed)
+        self._spot_pools = {p.name for p in config.pools if p.autoscale.node_type == "spot"}
         for pool in config.pools:
+            if pool.name in self._spot_pools and pool.name not in self._scaled:
+                self.spot.track(pool.name, [node_name(pool.name, i) for i in range(pool.nodes)], 0)
+        for pool in config.pools:
+            self.outcome.node_gpus[pool.name] = pool.node.gpus
+            self.outcome.pool_size[pool.name] = pool.nodes
             self.outcome.pool_gpus[pool.name] = pool.nodes * pool.node.gpus
             price = price_per_gpu_hour(
                 config,
@@ -240,7 +284,11 @@ class Simulation:
                 dirty = self._cycle()
                 last_cycle = now
                 wake = min(
-                    self._next_starvation(), self._protected_until, self.budgets.next_change()
+                    self._next_starvation(),
+                    self._protected_until,
+                    self.budgets.next_change(),
+                    self.autoscaler.next_change(self.config, now) if self._scaled else math.inf,
+                    self.spot.next_eviction(),
                 )
                 events += 1
             self._check_guarantees()
@@ -281,10 +329,12 @@ class Simulation:
     def _cycle(self) -> bool:
         """One scheduling cycle; True when it preempted (victims' room is seen next cycle)."""
         now = self.now
+        self._take_back()  # before the running attempts are read: it ends some
         if self._running is None:
             self._running = tuple(r.running for r in self.running.values() if r.running is not None)
         if self.budgets.enabled:
             self.budgets.evaluate(now, (self._use(r) for r in self.running.values()))
+        self._scale(demand=False)  # nodes that came up are planned with; drained ones not
         snapshot = Snapshot(
             now=now,
             pools=self.pools.pools(),
@@ -308,7 +358,65 @@ class Simulation:
             record = self.by_id[admission.job_id]
             self._start(record, admission.pool, admission.gpu_type, admission.placements)
             record.borrowed = admission.borrowed
-        return bool(result.preemptions)
+        if not self._scaled:
+            return bool(result.preemptions)
+        self._reasons.update(result.pending)
+        for admission in result.admissions:
+            self._reasons.pop(admission.job_id, None)
+        # On this cycle's reasons: a node asked for with no delay is planned with next cycle.
+        return self._scale() or bool(result.preemptions)
+
+    def _scale(self, demand: bool = True) -> bool:
+        """Step the autoscaled pools; True when the nodes the scheduler may use changed.
+        Before a cycle (``demand`` False: the waiting jobs' reasons are those the last step
+        saw) a step changes something only when attempts ended or started since, or a node
+        comes up or idles out now; otherwise it is skipped."""
+        if not self._scaled:
+            return False
+        if self._running is None:
+            self._running = tuple(r.running for r in self.running.values() if r.running is not None)
+        due = self.autoscaler.next_change(self.config, self._last_step) <= self.now
+        if not demand and self._running is self._stepped and not due:
+            return False
+        self._stepped, self._last_step = self._running, self.now
+
+        def waiting() -> list[tuple[PendingJob, tuple[PendingReason, ...]]]:
+            return [
+                (record.pending, reasons)
+                for job_id, record in self.pending.items()
+                if record.pending is not None and (reasons := self._reasons.get(job_id))
+            ]
+
+        changed = self.autoscaler.step(self.config, self._running, waiting, self.now)
+        if changed:
+            for pool, names in self.autoscaler.ready_nodes(self.config).items():
+                self.pools.set_nodes(pool, names)
+        for pool, count in self.autoscaler.node_counts(self.config).items():
+            seen = self.outcome.pool_nodes[pool]
+            if not seen or seen[-1][1] != count:
+                seen.append((self.now, count))
+            if pool in self._spot_pools:
+                self.spot.track(pool, self.autoscaler.node_names(pool), self.now)
+        return changed
+
+    def _take_back(self) -> None:
+        """The provider takes back the spot nodes due: their attempts are evicted; an
+        autoscaled pool loses the node, a fixed pool gets it replaced at once."""
+        for pool, node in self.spot.due(self.now):
+            on_node = [
+                r
+                for r in self.running.values()
+                if r.running is not None and any(p.node == node for p in r.running.placements)
+            ]
+            for record in sorted(on_node, key=lambda r: r.trace.job_id):
+                self._requeue(record)
+                record.evicted += 1
+                self.outcome.evictions += 1
+            if pool in self._scaled:
+                self.autoscaler.evicted(pool, [node])
+                self.pools.set_nodes(pool, self.autoscaler.ready_nodes(self.config)[pool])
+            else:
+                self.spot.renew(pool, node, self.now)
 
     def snapshot_now(self) -> tuple[Snapshot, dict[str, tuple[PendingJob, ...]]]:
         """The world as the next cycle would see it, and each team's queue: what a forecast
@@ -446,16 +554,21 @@ class Simulation:
         return True
 
     def _preempt(self, record: JobRecord) -> None:
+        self._requeue(record)
+        record.preempted += 1
+        self.outcome.preemptions += 1
+
+    def _requeue(self, record: JobRecord) -> None:
+        """Stop the running attempt and queue the job again as a new attempt that keeps its
+        submit time; the work since its last checkpoint is lost."""
         assert record.handle is not None
         self.backends[record.pool].cancel(record.handle, self.config.scheduler.grace_period_s)
         done = record.saved_s + (self.now - record.started)
         gpus = self._release(record)
         record.saved_s = checkpointed(done, record.trace.checkpoint_interval_s)
         record.lost_gpu_s += gpus * (done - record.saved_s)
-        record.preempted += 1
         assert record.pending is not None
         record.pending = replace(record.pending, queued_at=self.now)
-        self.outcome.preemptions += 1
         self.pending[record.trace.job_id] = record
         self._waiting(record, +1)
 
@@ -465,7 +578,11 @@ class Simulation:
             return math.inf
         # The first job that is not starving yet: waiting since after now - bound.
         at = bisect.bisect_right(self._waits, (self.now - bound, "\uffff"))
-        return self._waits[at][0] + bound if at < len(self._waits) else math.inf
+        if at == len(self._waits):
+            return math.inf
+        # In floats, since + bound may round to now although now - bound < since: then the
+        # job starves at the very next representable moment, not at now again (forever).
+        return max(self._waits[at][0] + bound, math.nextafter(self.now, math.inf))
 
     # -- quota guarantees ------------------------------------------------------------------
 
@@ -498,6 +615,11 @@ class Simulation:
             record.unschedulable = record.unschedulable or "still waiting when the trace ended"
 
 
+def _autoscaled(pool: Pool) -> bool:
+    """The simulator sizes every autoscaled pool itself: all run on its simulated backend."""
+    return pool.autoscale.mode == "autoscale"
+
+
 def checkpointed(done_s: float, interval_s: int | None) -> float:
     """The work a stopped attempt keeps of ``done_s`` seconds: what its last checkpoint saved
     (a whole number of intervals), or nothing for a job that does not checkpoint."""
@@ -514,5 +636,9 @@ def simulate(
     nominal: dict[str, int],
     progress: Progress | None = None,
     origin: datetime = DEFAULT_ORIGIN,
+    spot_evictions_per_node_day: float = 0.0,
+    seed: int = 0,
 ) -> Outcome:
-    return Simulation(setup, trace, nominal, origin).run(progress)
+    return Simulation(setup, trace, nominal, origin, spot_evictions_per_node_day, seed).run(
+        progress
+    )

@@ -174,6 +174,7 @@ def summarize(outcome: Outcome) -> dict[str, Any]:
         "utilization": busy / (outcome.total_gpus * makespan) if makespan > 0 else 0.0,
         "makespan_s": makespan,
         "preemptions": outcome.preemptions,
+        "evictions": outcome.evictions,
         "preemptions_per_job": preemptions_per_job(records),
         "lost_gpu_hours": lost_gpu_hours(records),
         "borrowed_gpu_hours": outcome.borrowed_gpu_s / 3600,
@@ -215,12 +216,36 @@ def _team_accounting(outcome: Outcome, team: str) -> dict[str, float]:
     }
 
 
+def node_seconds(changes: Sequence[tuple[float, int]], start: float, end: float) -> float:
+    """The integral over ``[start, end]`` of a node count that changes at ``changes`` (time,
+    count), sorted by time; 0 before the first change."""
+    total = 0.0
+    for i, (t, count) in enumerate(changes):
+        t_next = changes[i + 1][0] if i + 1 < len(changes) else end
+        a, b = max(t, start), min(t_next, end)
+        if b > a:
+            total += count * (b - a)
+    return total
+
+
 def accounting(outcome: Outcome, makespan: float) -> dict[str, Any]:
-    """The run's bill as the ledger would price it: the teams' cost and each pool's idle cost
-    (its GPUs over the run's span, less what attempts used, at the pool's price)."""
-    idle_gpu_s = {
-        pool: max(0.0, gpus * makespan - outcome.pool_used_gpu_s.get(pool, 0.0))
+    """The run's bill as the ledger would price it: the teams' cost, each pool's idle cost (its
+    GPUs over the run's span, less what attempts used, at the pool's price), and what the
+    pools' nodes cost in all (``capacity_cost``: node-hours x GPUs per node x price; an
+    autoscaled pool counts the nodes it had, up, coming up or draining, at each moment)."""
+    start, end = span(outcome)
+    node_s = {
+        pool: (
+            node_seconds(outcome.pool_nodes[pool], start, end)
+            if pool in outcome.pool_nodes
+            else outcome.pool_size.get(pool, 0) * makespan
+        )
         for pool, gpus in outcome.pool_gpus.items()
+    }
+    capacity_gpu_s = {pool: s * outcome.node_gpus.get(pool, 0) for pool, s in node_s.items()}
+    idle_gpu_s = {
+        pool: max(0.0, capacity_gpu_s[pool] - outcome.pool_used_gpu_s.get(pool, 0.0))
+        for pool in outcome.pool_gpus
     }
     return {
         "currency": outcome.currency,
@@ -229,5 +254,10 @@ def accounting(outcome: Outcome, makespan: float) -> dict[str, Any]:
         "idle_cost": sum(
             seconds / 3600 * outcome.pool_price.get(pool, 0.0)
             for pool, seconds in idle_gpu_s.items()
+        ),
+        "node_hours": sum(node_s.values()) / 3600,
+        "capacity_cost": sum(
+            seconds / 3600 * outcome.pool_price.get(pool, 0.0)
+            for pool, seconds in capacity_gpu_s.items()
         ),
     }

@@ -19,13 +19,18 @@ from typing import Any
 from gpupool.sim.accuracy import accuracy, attach, rows
 from gpupool.sim.budgets import DEFAULT_ORIGIN
 from gpupool.sim.cluster import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_PROVISION_DELAY_S,
     POLICIES,
+    SCALINGS,
     ClusterError,
     PolicySetup,
     philly_config,
     policy_setup,
+    priced,
     read_philly_vcs,
     scale_config,
+    scaled,
 )
 from gpupool.sim.compare import BASELINES, compare
 from gpupool.sim.engine import Outcome, Simulation
@@ -53,6 +58,14 @@ class Request:
     dedicated_pools: bool = False  # Philly: one pool per VC, as when each VC is its own cluster
     baselines: bool = True  # add hard-quota-fifo and fifo when not asked: the comparisons need them
     forecast_sample: int = 0  # forecast this many drawn jobs at their submit (sim.accuracy)
+    # How the pools are sized (sim.cluster.SCALINGS): each asked policy runs once per scaling;
+    # the baselines run as configured.
+    scalings: list[str] = field(default_factory=lambda: ["configured"])
+    provision_delay_s: float = DEFAULT_PROVISION_DELAY_S
+    idle_timeout_s: int = DEFAULT_IDLE_TIMEOUT_S
+    price_per_gpu_hour: float | None = None  # every gpu type's, when given
+    spot_price_per_gpu_hour: float | None = None
+    spot_evictions_per_node_day: float = 0.0  # 0: spot nodes are never taken back
 
 
 @dataclass
@@ -66,6 +79,7 @@ class Prepared:
     # submit times are wall-clock times.
     origin: datetime = DEFAULT_ORIGIN
     forecast_sample: int = 0
+    spot_evictions_per_node_day: float = 0.0
     seed: int = 0
 
 
@@ -110,13 +124,18 @@ def prepare(request: Request) -> Prepared:
 
             assert request.config is not None
             config = scale_config(load_config(request.config), request.capacity_scale)
-        setups = [policy_setup(config, name) for name in policies(request)]
+        config = priced(config, request.price_per_gpu_hour, request.spot_price_per_gpu_hour)
+        setups = _setups(config, request)
     except ClusterError as exc:
         raise SimulationError(str(exc)) from exc
     nominal = {
         name: sum(q.nominal for q in team.quota.values()) for name, team in config.teams.items()
     }
     origin = trace.start or DEFAULT_ORIGIN
+    if request.spot_evictions_per_node_day < 0:
+        raise SimulationError(
+            f"--spot-evictions-per-node-day must be >= 0, got {request.spot_evictions_per_node_day}"
+        )
     return Prepared(
         jobs,
         trace.problems,
@@ -125,8 +144,29 @@ def prepare(request: Request) -> Prepared:
         nominal,
         origin,
         request.forecast_sample,
+        request.spot_evictions_per_node_day,
         request.seed,
     )
+
+
+def _setups(config: ClusterConfig, request: Request) -> list[PolicySetup]:
+    """Each asked policy once per scaling (named ``<policy>/<scaling>`` unless configured),
+    then the baselines not asked for, as configured."""
+    unknown = [s for s in request.scalings if s not in SCALINGS]
+    if unknown:
+        raise ClusterError(
+            f"unknown --scaling {', '.join(unknown)}: use any of {', '.join(SCALINGS)}"
+        )
+    setups = []
+    asked = list(dict.fromkeys(request.policies))
+    for name in policies(request):
+        for scaling in dict.fromkeys(request.scalings) if name in asked else ["configured"]:
+            sized = scaled(config, scaling, request.provision_delay_s, request.idle_timeout_s)
+            setup = policy_setup(sized, name)
+            if scaling != "configured":
+                setup = PolicySetup(f"{name}/{scaling}", setup.config, setup.team_of)
+            setups.append(setup)
+    return setups
 
 
 def policies(request: Request) -> list[str]:
@@ -181,13 +221,24 @@ def _replay(
     prepared: Prepared, setup: PolicySetup, report: Callable[[int], None] | None
 ) -> Outcome:
     """One policy's replay; with ``forecast_sample``, its forecasts' accuracy in the outcome."""
-    simulation = Simulation(setup, prepared.jobs, prepared.nominal, prepared.origin)
+    simulation = _simulation(prepared, setup)
     sampler = attach(simulation, prepared.forecast_sample, prepared.seed)
     outcome = simulation.run(report)
     if sampler is not None:
         outcome.forecast = accuracy(sampler, outcome)
         outcome.forecast_rows = rows(sampler, outcome)
     return outcome
+
+
+def _simulation(prepared: Prepared, setup: PolicySetup) -> Simulation:
+    return Simulation(
+        setup,
+        prepared.jobs,
+        prepared.nominal,
+        prepared.origin,
+        prepared.spot_evictions_per_node_day,
+        prepared.seed,
+    )
 
 
 # What forked workers read: set just before the fork, so nothing (lambdas included) is pickled

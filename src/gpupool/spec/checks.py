@@ -18,9 +18,11 @@ Decisions recorded here:
   ``lending_limit`` there are errors (they would bound nothing); ``cpus`` and ``memory_gb`` are
   what bound a team's jobs on ``cpu`` pools.
 * A pool on a backend no adapter is registered for (``gpupool.backends.registry.ADAPTERS``
-  decides) is an error, and so is ``autoscale.mode: autoscale``, which nothing implements yet
-  except on ``azure-batch``, where Batch's own formula sizes the pool (``nodes:`` must then
-  equal ``max_nodes``: the scheduler plans with the most nodes the pool can have).
+  decides) is an error, and so is ``autoscale.mode: autoscale`` on a backend nobody sizes.
+  The controller sizes autoscaled ``local`` pools itself (:data:`AUTOSCALED_BY_CONTROLLER`);
+  on ``azure-batch`` Batch's own formula sizes the pool. Either way ``nodes:`` is the most
+  the pool may have (the scheduler plans and quotas are computed with it), and ``max_nodes``
+  must agree with it (an autoscaled Batch pool must give it).
 * A budget sets exactly one limit (``gpu_hours`` or ``amount``); only a ``custom`` period takes
   ``start`` and ``end``, and it needs both. Budget names are unique within a team (alerts and
   ``gpupool budget set`` name a budget by team and name), and so are webhook names.
@@ -117,6 +119,8 @@ def check_pools(config: ClusterConfig) -> Iterator[Finding]:
         scale = pool.autoscale
         if scale.mode == "autoscale" and pool.backend == "azure-batch":
             yield from _batch_autoscale(i, pool.name, pool.nodes, scale.max_nodes)
+        elif scale.mode == "autoscale" and pool.backend in AUTOSCALED_BY_CONTROLLER:
+            yield from _controller_autoscale(i, pool.name, pool.nodes, scale.max_nodes)
         elif scale.mode == "autoscale":
             yield Finding(
                 ("pools", i, "autoscale", "mode"),
@@ -136,6 +140,14 @@ def check_pools(config: ClusterConfig) -> Iterator[Finding]:
                 f"warm_nodes {scale.warm_nodes} is above max_nodes {scale.max_nodes}",
                 f"set warm_nodes to at most {scale.max_nodes}",
             )
+        if scale.mode == "autoscale" and scale.max_nodes is None:
+            for key, value in (("min_nodes", scale.min_nodes), ("warm_nodes", scale.warm_nodes)):
+                if value > pool.nodes:
+                    yield Finding(
+                        ("pools", i, "autoscale", key),
+                        f"{key} {value} is above the pool's nodes: {pool.nodes}, its most",
+                        f"set nodes: to at least {value}, or {key} to at most {pool.nodes}",
+                    )
 
 
 def _batch_autoscale(i: int, name: str, nodes: int, max_nodes: int | None) -> Iterator[Finding]:
@@ -152,6 +164,24 @@ def _batch_autoscale(i: int, name: str, nodes: int, max_nodes: int | None) -> It
             ("pools", i, "nodes"),
             f"autoscaled azure-batch pool {name!r} has nodes: {nodes} but max_nodes: {max_nodes}",
             f"set nodes: {max_nodes}: the scheduler plans with nodes:, the most Batch may start",
+        )
+
+
+# Backends whose pools the controller sizes itself (controller/autoscaler.py): their nodes are
+# the controller's to add and release. Other backends size their pools themselves.
+AUTOSCALED_BY_CONTROLLER = ("local",)
+
+
+def _controller_autoscale(
+    i: int, name: str, nodes: int, max_nodes: int | None
+) -> Iterator[Finding]:
+    """An autoscaled pool has at most ``nodes:`` nodes: quotas and caps are computed with it,
+    so ``max_nodes``, when given, must say the same."""
+    if max_nodes is not None and max_nodes != nodes:
+        yield Finding(
+            ("pools", i, "nodes"),
+            f"autoscaled pool {name!r} has nodes: {nodes} but max_nodes: {max_nodes}",
+            f"set nodes: {max_nodes} (the most nodes the pool may have), or leave max_nodes out",
         )
 
 

@@ -40,6 +40,20 @@ class NodeShape(_Strict):
 
 
 class Autoscale(_Strict):
+    """How many nodes a pool has (R4). ``fixed``: ``nodes:``. ``autoscale``: between
+    ``min_nodes`` and ``max_nodes`` (default and most: ``nodes:``, which quotas and caps are
+    computed with), following the waiting jobs the pool could run; an idle node above the floor
+    (the larger of ``min_nodes`` and ``warm_nodes``) goes after ``idle_timeout_s``, a busy one
+    is drained first (docs/autoscaling.md). ``spot`` nodes are priced at the spot price and
+    may be taken back by the provider: their jobs are requeued as ``evicted`` (R5)."""
+
+    provision_delay_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=24 * 3600,
+        description="local pools: how long a new node takes to come up (the scheduler plans "
+        "only with nodes that are up).",
+    )
     mode: Literal["fixed", "autoscale"] = "fixed"
     min_nodes: int = Field(default=0, ge=0)
     max_nodes: int | None = Field(default=None, ge=0)

@@ -57,6 +57,9 @@ class Recording:
     def backend_error(self, pool: str, operation: str, error: BaseException) -> None:
         self.errors.append((pool, operation, error))
 
+    def evicted(self, pool: str) -> None:
+        raise AssertionError("no eviction in this test")
+
 
 def test_the_observer_sees_each_cycle_and_each_failed_dispatch(tmp_path: Path) -> None:
     engine = make_engine(sqlite_url(tmp_path))

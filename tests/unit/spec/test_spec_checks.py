@@ -133,9 +133,10 @@ CASES = [
                 "pools": """
                     pools:
                       - name: p
-                        backend: local
+                        backend: slurm
                         gpu_type: h100
                         node: {gpus: 4}
+                        options: {partition: h100}
                         autoscale: {mode: autoscale, min_nodes: 0, max_nodes: 4}  # <-
                 """
             },
@@ -143,7 +144,64 @@ CASES = [
             message="autoscaling is not implemented yet",
             hint="use 'mode: fixed'",
         ),
-        id="autoscale mode, which nothing implements",
+        id="autoscale mode on a backend nobody sizes",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: local
+                        gpu_type: h100
+                        nodes: 2  # <-
+                        node: {gpus: 4}
+                        autoscale: {mode: autoscale, max_nodes: 4}
+                """
+            },
+            path="pools[0].nodes",
+            message="autoscaled pool 'p' has nodes: 2 but max_nodes: 4",
+            hint="set nodes: 4 (the most nodes the pool may have), or leave max_nodes out",
+        ),
+        id="autoscaled local pool whose nodes and max_nodes disagree",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: local
+                        gpu_type: h100
+                        nodes: 2
+                        node: {gpus: 4}
+                        autoscale: {mode: autoscale, max_nodes: 2, warm_nodes: 3}  # <-
+                """
+            },
+            path="pools[0].autoscale.warm_nodes",
+            message="warm_nodes 3 is above max_nodes 2",
+            hint="set warm_nodes to at most 2",
+        ),
+        id="warm floor above the most nodes",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: local
+                        gpu_type: h100
+                        nodes: 2
+                        node: {gpus: 4}
+                        autoscale: {mode: autoscale, min_nodes: 3}  # <-
+                """
+            },
+            path="pools[0].autoscale.min_nodes",
+            message="min_nodes 3 is above the pool's nodes: 2, its most",
+            hint="set nodes: to at least 3, or min_nodes to at most 2",
+        ),
+        id="min_nodes above nodes when max_nodes is left out",
     ),
     pytest.param(
         Case(

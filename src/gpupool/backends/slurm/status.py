@@ -15,7 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
-from gpupool.backends.base import BackendStatus, RunState
+from gpupool.backends.base import BackendStatus, RunState, evicted
 from gpupool.backends.slurm.parsers import ExitRecord, SqueueRow, decode_wait_status
 
 PENDING_STATES = frozenset(
@@ -30,8 +30,13 @@ FAILED_STATES = {
     "DEADLINE": "reached its Slurm deadline",
     "SPECIAL_EXIT": "ended in Slurm's SPECIAL_EXIT state",
 }
-# The node failed, not the job: a new attempt may well succeed (the controller retries LOST).
-LOST_STATES = {"NODE_FAIL": "its node failed", "BOOT_FAIL": "its node failed to boot"}
+# The node failed to boot, not the job: a new attempt may well succeed (the controller retries
+# LOST, a few times).
+LOST_STATES = {"BOOT_FAIL": "its node failed to boot"}
+# The node went away under the job (set DOWN, powered off, a cloud node reclaimed): an eviction
+# (R5), requeued as a new attempt that never counts as lost; ``--no-requeue`` keeps Slurm from
+# running it again itself.
+EVICTED_STATES = {"NODE_FAIL": "its node failed (Slurm NODE_FAIL)"}
 
 
 def job_status(
@@ -59,6 +64,8 @@ def job_status(
         return BackendStatus(RunState.FAILED, exit_code=exit_code, message=f"exceeded {limit}")
     if state == "PREEMPTED":
         return BackendStatus(RunState.PREEMPTED, exit_code=exit_code, message="preempted by Slurm")
+    if state in EVICTED_STATES:
+        return evicted(EVICTED_STATES[state], exit_code=exit_code)
     if state in LOST_STATES:
         return BackendStatus(RunState.LOST, exit_code=exit_code, message=LOST_STATES[state])
     if state in FAILED_STATES:

@@ -129,6 +129,13 @@ PREEMPTED = MetricSpec(
     "Jobs chosen as preemption victims, by the preemptor's team; reason within_team (a "
     "higher-priority job of the same team) or in_cohort (the victim ran on borrowed quota).",
 )
+EVICTED = MetricSpec(
+    "gpupool_evicted_attempts_total",
+    Kind.COUNTER,
+    ("pool",),
+    "Attempts that ended because the provider took their node back (a spot or low-priority "
+    "node reclaimed, a Slurm node set down); each was requeued as a new attempt.",
+)
 ADMISSIONS = MetricSpec(
     "gpupool_admitted_jobs_total",
     Kind.COUNTER,
@@ -210,7 +217,7 @@ STATE = (
     POOL_IDLE,
     POOL_AVAILABLE,
 )
-EVENTS = (PREEMPTED, ADMISSIONS, ADMISSION_WAIT, CYCLE, STEP, API, BACKEND_ERRORS)
+EVENTS = (PREEMPTED, EVICTED, ADMISSIONS, ADMISSION_WAIT, CYCLE, STEP, API, BACKEND_ERRORS)
 PROCESS = (LEADER, LEASE_AGE, ROLE)
 BUDGETS = (BUDGET_USED,)  # the leading controller's last budget evaluation
 ALL = (*STATE, *BUDGETS, *EVENTS, *PROCESS)

@@ -46,6 +46,7 @@ class Recorder:
         self._cycles = 0
         self._decided: dict[str, int] = {}  # team -> the last cycle that decided it
         self._preempted = instrument(catalog.PREEMPTED, registry)
+        self._evicted = instrument(catalog.EVICTED, registry)
         self._admissions = instrument(catalog.ADMISSIONS, registry)
         self._wait = instrument(catalog.ADMISSION_WAIT, registry)
         self._cycle = instrument(catalog.CYCLE, registry)
@@ -58,6 +59,9 @@ class Recorder:
 
     def backend_error(self, pool: str, operation: str, error: BaseException) -> None:
         self._errors.labels(pool, operation, error_class(error)).inc()
+
+    def evicted(self, pool: str) -> None:
+        self._evicted.labels(pool).inc()
 
     def cycle(self, seen: CycleSeen) -> None:
         self._cycle.observe(seen.seconds)

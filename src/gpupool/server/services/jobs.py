@@ -35,8 +35,8 @@ from gpupool.server.schemas import (
     ReasonOut,
     WhyOut,
 )
-from gpupool.server.services.image_checks import check_image
 from gpupool.server.services.forecasts import ForecastService
+from gpupool.server.services.image_checks import check_image
 from gpupool.server.services.submit_checks import (
     check_against_config,
     check_data_paths,

@@ -9,11 +9,19 @@ from datetime import UTC, datetime
 from gpupool.accounting.budgets import BudgetState, month_at
 from gpupool.accounting.pricing import MS_PER_HOUR
 from gpupool.auth.principal import Action, Principal, authorize
+from gpupool.controller.autoscaler import PoolScale
 from gpupool.controller.backoff import PoolHealth
 from gpupool.controller.budgets import budget_states
 from gpupool.core.errors import NotFound
 from gpupool.core.jobs import ACTIVE, JobStatus
-from gpupool.server.schemas import PoolList, PoolOut, TeamList, TeamOut, TeamQuotaOut
+from gpupool.server.schemas import (
+    PoolList,
+    PoolOut,
+    PoolScaleOut,
+    TeamList,
+    TeamOut,
+    TeamQuotaOut,
+)
 from gpupool.spec.models import ClusterConfig
 from gpupool.state import budgets as budget_store
 from gpupool.state import queue
@@ -29,11 +37,13 @@ class TeamService:
         config: Callable[[], ClusterConfig],
         health: Callable[[str], PoolHealth] = lambda _pool: PoolHealth(available=True),
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        scale: Callable[[str], PoolScale | None] = lambda _pool: None,
     ):
         self._sessions = sessions
         self._config = config
         self._health = health
         self._now = now
+        self._scale = scale  # an autoscaled pool's state, from this process's controller
 
     def _period(
         self, config: ClusterConfig
@@ -171,10 +181,23 @@ class TeamService:
                     dedicated_to=p.dedicated_to,
                     available=(health := self._health(p.name)).available,
                     message=health.message,
+                    autoscale=_scale_out(self._scale(p.name)),
                 )
                 for p in config.pools
             ]
         )
+
+
+def _scale_out(scale: PoolScale | None) -> PoolScaleOut | None:
+    if scale is None:
+        return None
+    return PoolScaleOut(
+        target=scale.target,
+        ready=scale.ready,
+        provisioning=scale.provisioning,
+        draining=scale.draining,
+        reason=scale.reason,
+    )
 
 
 def administers(principal: Principal, team: str) -> bool:
