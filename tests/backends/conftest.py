@@ -573,7 +573,6 @@ class AzureBatchRemoteHarness(RemoteJobs, AzureBatchHarness):
         }
         self.ctx = AdapterContext(pool=POOL, gpu_type="t4", options=options, state_dir=tmp_path)
         self.backend = AzureBatchBackend(self.ctx, environ=self.environ)
-        self.submitted: list[JobSpec] = []
 
     def observed(self, spec: JobSpec, name: str) -> bytes | None:
         from gpupool.backends.azure_batch.errors import is_not_found
