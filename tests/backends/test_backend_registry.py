@@ -91,7 +91,7 @@ def test_an_unknown_backend_names_the_known_ones(tmp_path: Path) -> None:
     registry = Registry({"a": binding("slurmm", "a", tmp_path)})
     with pytest.raises(
         BackendMisconfigured,
-        match="unknown backend 'slurmm'; known backends: fake, kubernetes, local",
+        match=r"unknown backend 'slurmm'; known backends: (.*, )?fake, (.*, )?local",
     ):
         registry.get("a")
 

@@ -127,26 +127,6 @@ CASES = [
         ),
         id="autoscale max below min",
     ),
-    *(
-        pytest.param(
-            Case(
-                {
-                    "pools": f"""
-                        pools:
-                          - name: p
-                            backend: {backend}  # <-
-                            gpu_type: h100
-                            node: {{gpus: 4}}
-                    """
-                },
-                path="pools[0].backend",
-                message=f"backend '{backend}' has no adapter yet: jobs sent to pool 'p' could",
-                hint="use one of: local, slurm, ray, kubernetes",
-            ),
-            id=f"pool on {backend}, which has no adapter",
-        )
-        for backend in ("azure-batch", "azure-ml")
-    ),
     pytest.param(
         Case(
             {
@@ -164,6 +144,63 @@ CASES = [
             hint="use 'mode: fixed'",
         ),
         id="autoscale mode, which nothing implements",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: azure-batch
+                        gpu_type: h100
+                        nodes: 4  # <-
+                        node: {gpus: 4}
+                        options: {account_url: "https://a.eastus.batch.azure.com"}
+                        autoscale: {mode: autoscale, max_nodes: 2}
+                """
+            },
+            path="pools[0].nodes",
+            message="autoscaled azure-batch pool 'p' has nodes: 4 but max_nodes: 2",
+            hint="set nodes: 2",
+        ),
+        id="autoscaled Batch pool whose nodes are not its max_nodes",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: azure-batch
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        options: {account_url: "https://a.eastus.batch.azure.com"}
+                        autoscale: {mode: autoscale}  # <-
+                """
+            },
+            path="pools[0].autoscale.max_nodes",
+            message="autoscaled azure-batch pool 'p' has no max_nodes",
+            hint="set max_nodes: 1",
+        ),
+        id="autoscaled Batch pool without max_nodes",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: local
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        autoscale: {max_nodes: 1, warm_nodes: 2}  # <-
+                """
+            },
+            path="pools[0].autoscale.warm_nodes",
+            message="warm_nodes 2 is above max_nodes 1",
+            hint="set warm_nodes to at most 1",
+        ),
+        id="a warm floor above the maximum",
     ),
     pytest.param(
         Case(

@@ -390,17 +390,29 @@ class KubernetesBackend:
 
     def _locate(self, handle: JobHandle) -> tuple[str, str] | None:
         """The namespace and name of a handle's Job (from the handle; a handle without them is
-        looked up by its name, which the key decides; ``None``: there is no such Job)."""
+        looked up by its key; ``None``: there is no such Job)."""
         self._check_handle(handle)
         if handle.data.get("namespace") and handle.data.get("name"):
             return handle.data["namespace"], handle.data["name"]
-        name = job_name(handle.key, self.options.job_name_prefix)
-        with self._mapped("look up a Job"):
-            found = self._api().list_jobs(job_selector(name))
-        for obj in found:
+        found = self._find(handle.key)
+        return (found.namespace, found.name) if found is not None else None
+
+    def find(self, key: str) -> JobHandle | None:
+        """The Job of ``key`` of this pool, in whichever namespace it is (``Finder``): one list
+        with its name's label, which the key decides."""
+        found = self._find(key)
+        if found is None or not _SAFE_KEY.match(key):
+            return None
+        return self._handle(key, found.namespace, found.name, AttemptDir(self.root / key))
+
+    def _find(self, key: str) -> JobView | None:
+        name = job_name(key, self.options.job_name_prefix)
+        with self._mapped(f"look up the Job of {key}"):
+            listed = self._api().list_jobs(job_selector(name))
+        for obj in listed:
             view = JobView.from_object(obj)
-            if view.key == handle.key:
-                return view.namespace, view.name
+            if view.key == key and view.pool == self.ctx.pool:
+                return view
         return None
 
 
