@@ -5,12 +5,14 @@ gangs, capacity, log chunks, errors, and the stand-in's own refusal of malformed
 from __future__ import annotations
 
 import copy
+import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from gpupool.backends.errors import BackendMisconfigured, BackendRejected, Backe
 from gpupool.backends.kubernetes.adapter import LOG_CHUNK_MAX, KubernetesBackend
 from gpupool.backends.kubernetes.client import official_client
 from gpupool.backends.kubernetes.naming import job_name
+from gpupool.data.grants.base import Grant, GrantScope
 from support.kube_api import KubeApiServer
 from support.kube_cluster import Node
 
@@ -504,3 +507,39 @@ def test_installations_sharing_a_cluster_keep_to_their_own_jobs(
     assert mine.key == theirs.key and mine.provider_id != theirs.provider_id
     assert wait(staging, mine).exit_code == 1
     assert wait(production, theirs).exit_code == 2
+
+
+def test_a_grant_reaches_the_job_through_a_secret_that_goes_with_the_job(
+    api: KubeApiServer, tmp_path: Path
+) -> None:
+    scope = GrantScope(
+        "team-a",
+        "alice",
+        "granted",
+        1,
+        ("in",),
+        ("out/attempt-1",),
+        datetime(2026, 12, 5, tzinfo=UTC),
+    )
+    grant = Grant("s3", scope, {"in": "https://s3.example/in?sig=SECRET-READ"}, {})
+    backend = backend_for(api, tmp_path / "state")
+    code = "import os; print(os.environ['GPUPOOL_INPUT_URLS'])"
+    handle = backend.submit(spec("granted", code, grant=grant))
+
+    status = wait(backend, handle)
+    namespace, name = handle.data["namespace"], handle.data["name"]
+    secret = api.cluster.secrets[(namespace, f"{name}-grant")]
+    job = api.cluster.jobs[(namespace, name)]
+
+    assert status.state == RunState.SUCCEEDED
+    assert b"SECRET-READ" in backend.logs(handle, 0).data
+    assert "SECRET" not in json.dumps(job)
+    assert [o["uid"] for o in secret["metadata"]["ownerReferences"]] == [job["metadata"]["uid"]]
+    httpx.delete(
+        f"{api.url}/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
+        headers={"Authorization": "Bearer stand-in-token"},
+    )
+    deadline = time.monotonic() + 5
+    while api.cluster.secrets and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not api.cluster.secrets  # the garbage collector took it with its Job

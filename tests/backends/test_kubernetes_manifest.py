@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import yaml
 
 from gpupool.backends.base import AdapterContext, JobSpec, PosixIdentity
 from gpupool.backends.kubernetes.adapter import KubernetesBackend
+from gpupool.data.grants.base import Grant, GrantScope, OutputTarget
 from support.kube_schema import problems
 
 GOLDEN = Path(__file__).parent / "testdata" / "kubernetes"
@@ -27,9 +29,14 @@ class Recorder:
 
     def __init__(self) -> None:
         self.created: list[tuple[str, dict[str, Any]]] = []
+        self.secrets: list[dict[str, Any]] = []
 
     def create_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         self.created.append((namespace, body))
+        return {**body, "metadata": {**body["metadata"], "uid": "0f0e-job-uid"}}
+
+    def create_secret(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.secrets.append(body)
         return body
 
     def close(self) -> None:
@@ -41,6 +48,22 @@ class Case:
     golden: str
     spec: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
+
+
+GRANT = Grant(
+    kind="s3",
+    scope=GrantScope(
+        team="team-a",
+        user="alice",
+        job_id="j-42",
+        attempt=1,
+        reads=("data/in",),
+        writes=("results/attempt-1",),
+        expires_at=datetime(2026, 12, 5, 9, 0, tzinfo=UTC),
+    ),
+    inputs={"data/in": "https://s3.example/data/in?X-Amz-Signature=SECRET-READ"},
+    outputs={"results": OutputTarget(url="https://s3.example/results?sig=SECRET-WRITE")},
+)
 
 
 def spec_of(**overrides: Any) -> JobSpec:
@@ -108,11 +131,17 @@ CASES = [
         ),
         id="no GPUs, the image's user, a task of an array",
     ),
+    pytest.param(
+        Case("job_with_grant.yaml", spec={"grant": GRANT}, options={"image": "i"}),
+        id="a data grant: its variables read from the attempt's Secret",
+    ),
 ]
 
 
-def sent(case: Case, tmp_path: Path) -> tuple[str, dict[str, Any]]:
-    recorder = Recorder()
+def sent(
+    case: Case, tmp_path: Path, recorder: Recorder | None = None
+) -> tuple[str, dict[str, Any]]:
+    recorder = recorder or Recorder()
     options = {"workdir_root": str(tmp_path / "root"), **case.options}
     ctx = AdapterContext("pool-h100", "h100", options, tmp_path / "state")
     backend = KubernetesBackend(ctx, client_factory=lambda *args: recorder)  # type: ignore[arg-type,return-value]
@@ -145,3 +174,22 @@ def test_the_same_attempt_always_gives_the_same_bytes(tmp_path: Path) -> None:
     first = sent(case, tmp_path / "a")
     second = sent(case, tmp_path / "b")
     assert first == second
+
+
+def test_a_grant_is_never_in_the_job_and_its_secret_belongs_to_the_job(tmp_path: Path) -> None:
+    recorder = Recorder()
+    case = Case("", spec={"grant": GRANT}, options={"image": "i"})
+    _, job = sent(case, tmp_path, recorder)
+    [secret] = recorder.secrets
+
+    assert "SECRET" not in yaml.safe_dump(job)
+    assert secret["stringData"] == GRANT.env()
+    assert secret["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": job["metadata"]["name"],
+            "uid": "0f0e-job-uid",
+        }
+    ]
+    assert problems(secret, "secret-v1") == []

@@ -12,8 +12,9 @@ rather than guessed at. Refusals are answered as a real server does (a ``Status`
 What is behind it (scheduling, the Job controller, the kubelet running commands as local
 processes) is in :mod:`support.kube_cluster`.
 
-Routes: jobs (create, get, list in a namespace and across namespaces, delete), pods (list in a
-namespace and across namespaces, delete a collection, log), nodes (list).
+Routes: jobs (create, get, list in a namespace and across namespaces, delete), secrets
+(create), pods (list in a namespace and across namespaces, delete a collection, log), nodes
+(list).
 """
 
 from __future__ import annotations
@@ -202,6 +203,31 @@ class KubeApiServer:
             raise ApiError(400, "BadRequest", "the stand-in does not implement Orphan")
         return self.cluster.delete_job(namespace, name, propagation)
 
+    def _create_secret(self, query: dict[str, str], body: Any, namespace: str) -> Obj:
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "the request body is not a JSON object")
+        meta = body.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        causes = problems(body, "secret-v1")
+        if not (len(name) <= 253 and _DNS_SUBDOMAIN.match(name)):
+            causes.append(f"metadata.name: Invalid value: {name!r}: not a DNS-1123 subdomain")
+        causes += _label_problems("metadata.labels", meta.get("labels"))
+        for key in {**(body.get("data") or {}), **(body.get("stringData") or {})}:
+            if not re.fullmatch(r"[-._a-zA-Z0-9]+", key):
+                causes.append(f"data[{key}]: Invalid value: not a valid key")
+        if causes:
+            raise invalid("Secret", name, causes)
+        if namespace not in self.cluster.namespaces:
+            raise ApiError(404, "NotFound", f'namespaces "{namespace}" not found')
+        if (namespace, name) in self.cluster.secrets:
+            raise ApiError(
+                409,
+                "AlreadyExists",
+                f'secrets "{name}" already exists',
+                {"name": name, "kind": "secrets"},
+            )
+        return self.cluster.create_secret(namespace, body)
+
     # -- pods, nodes -----------------------------------------------------------------------------
 
     def _list_pods(self, query: dict[str, str], body: Any, namespace: str | None = None) -> Obj:
@@ -268,6 +294,7 @@ _ROUTES: list[tuple[str, str, set[str], Action]] = [
     ("DELETE", rf"/apis/batch/v1{_NS}/jobs/([^/]+)", _DELETE_PARAMS, KubeApiServer._delete_job),
     ("GET", r"/apis/batch/v1/jobs", _LIST_PARAMS, KubeApiServer._list_jobs),
     ("GET", rf"/apis/batch/v1{_NS}/jobs", _LIST_PARAMS, KubeApiServer._list_jobs),
+    ("POST", rf"/api/v1{_NS}/secrets", {"pretty", "fieldValidation"}, KubeApiServer._create_secret),
     ("GET", r"/api/v1/pods", _LIST_PARAMS, KubeApiServer._list_pods),
     ("GET", rf"/api/v1{_NS}/pods", _LIST_PARAMS, KubeApiServer._list_pods),
     (

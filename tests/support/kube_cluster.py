@@ -7,7 +7,8 @@ What is simulated, and how (docs/kubernetes-backend.md repeats it):
 * Scheduling: a pod goes to the first node whose labels match its ``nodeSelector``, whose
   ``NoSchedule``/``NoExecute`` taints it tolerates and that has the GPUs it asks for free;
   otherwise it stays Pending (``Unschedulable``).
-* The kubelet: the image is not pulled; the container's ``command`` runs with its ``env``,
+* The kubelet: the image is not pulled; the container's ``command`` runs with its ``env``
+  (``secretKeyRef`` read from the namespace's Secrets, waiting until they exist),
   ``workingDir``, and, when the stand-in runs as root, ``runAsUser``/``runAsGroup``/
   ``supplementalGroups``/``fsGroup``; stdout and stderr go to the pod's log. Volumes are not
   remapped: a ``hostPath`` (or a claim's directory plus ``subPath``) must be mounted at its own
@@ -18,13 +19,15 @@ What is simulated, and how (docs/kubernetes-backend.md repeats it):
   ``FailureTarget`` → ``Failed`` sequence while pods terminate, ``Complete``, and
   ``ttlSecondsAfterFinished``.
 * Deletion: a pod deleted with a grace period gets SIGTERM, and SIGKILL once the grace runs out;
-  a Job deleted in the foreground keeps a ``deletionTimestamp`` until its pods are gone.
+  a Job deleted in the foreground keeps a ``deletionTimestamp`` until its pods are gone; a
+  Secret is deleted once every Job that owns it is gone.
 
 Everything runs on the wall clock, on one background thread that wakes every 20 ms.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import itertools
@@ -126,6 +129,7 @@ class Cluster:
         self.claims = dict(claims or {})
         self.gpu_resource = gpu_resource
         self.jobs: dict[tuple[str, str], Obj] = {}
+        self.secrets: dict[tuple[str, str], Obj] = {}
         self.pods: dict[tuple[str, str], Pod] = {}
         self.started_pods = 0  # pods whose container was started, ever
         self._version = itertools.count(1)
@@ -182,6 +186,23 @@ class Cluster:
         self.jobs[(namespace, meta["name"])] = job
         self.sync()
         return job
+
+    def create_secret(self, namespace: str, body: Obj) -> Obj:
+        secret = copy.deepcopy(body)
+        meta = secret.setdefault("metadata", {})
+        meta.update(
+            namespace=namespace,
+            uid=str(uuid.uuid4()),
+            creationTimestamp=stamp(),
+            resourceVersion=self.resource_version(),
+        )
+        # As the API server does: stringData is write-only, merged into data (base64).
+        data = dict(secret.get("data") or {})
+        for key, value in (secret.pop("stringData", None) or {}).items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        secret["data"] = data
+        self.secrets[(namespace, meta["name"])] = secret
+        return secret
 
     def delete_job(self, namespace: str, name: str, propagation: str) -> Obj:
         job = self.jobs[(namespace, name)]
@@ -366,6 +387,11 @@ class Cluster:
         self.pods[(namespace, name)] = Pod(obj, key, index, log)
 
     def _garbage_collector(self, now: float) -> None:
+        alive = {job["metadata"]["uid"] for job in self.jobs.values()}
+        for key, secret in list(self.secrets.items()):
+            owners = {o["uid"] for o in secret["metadata"].get("ownerReferences") or ()}
+            if owners and not owners & alive:
+                del self.secrets[key]  # every owner is gone
         for key, job in list(self.jobs.items()):
             if "deletionTimestamp" not in job["metadata"]:
                 continue
@@ -476,8 +502,13 @@ class Cluster:
         if problem is not None:
             status["containerStatuses"] = [_waiting(container, "CreateContainerError", problem)]
             return
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-        env |= {e["name"]: e.get("value", "") for e in container.get("env") or ()}
+        resolved = self._env(pod, container)
+        if isinstance(resolved, str):
+            status["containerStatuses"] = [
+                _waiting(container, "CreateContainerConfigError", resolved)
+            ]
+            return  # retried on the next tick, as the kubelet does
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **resolved}
         kwargs: dict[str, Any] = {}
         if os.geteuid() == 0 and run_as["user"] is not None:
             kwargs = {
@@ -520,6 +551,23 @@ class Cluster:
                 "state": {"running": {"startedAt": stamp()}},
             }
         ]
+
+    def _env(self, pod: Pod, container: Obj) -> dict[str, str] | str:
+        """The container's variables, or why they cannot be had (a Secret or key missing)."""
+        namespace = pod.obj["metadata"]["namespace"]
+        env: dict[str, str] = {}
+        for entry in container.get("env") or ():
+            ref = (entry.get("valueFrom") or {}).get("secretKeyRef")
+            if ref is None:
+                env[entry["name"]] = entry.get("value", "")
+                continue
+            secret = self.secrets.get((namespace, ref["name"]))
+            if secret is None:
+                return f'secret "{ref["name"]}" not found'
+            if ref["key"] not in secret["data"]:
+                return f"couldn't find key {ref['key']} in Secret {namespace}/{ref['name']}"
+            env[entry["name"]] = base64.b64decode(secret["data"][ref["key"]]).decode()
+        return env
 
     def _mount_problem(self, pod: Pod) -> str | None:
         """Why the stand-in cannot give the container its volumes (it does not remap paths)."""

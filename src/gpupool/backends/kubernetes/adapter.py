@@ -53,7 +53,7 @@ from gpupool.backends.kubernetes.errors import (
     is_not_found,
     map_kubernetes_errors,
 )
-from gpupool.backends.kubernetes.manifest import job_manifest
+from gpupool.backends.kubernetes.manifest import grant_secret, job_manifest
 from gpupool.backends.kubernetes.naming import (
     CONTAINER,
     INDEX_ANNOTATION,
@@ -144,6 +144,7 @@ class KubernetesBackend:
             # Created before: its Job may be gone by now (TTL, deleted), and creating it again
             # would run the attempt a second time.
             return self._handle(spec.key, earlier["namespace"], earlier["name"], attempt)
+        grant = spec.grant.env() if spec.grant is not None else {}
         body = job_manifest(
             spec,
             name=name,
@@ -152,17 +153,30 @@ class KubernetesBackend:
             image=image,
             attempt_dir=str(attempt.path),
             workdir=str(attempt.work),
-            env=self._env(spec, attempt),
+            env={**self._env(spec, attempt), **grant},
             identity=identity,
+            secret_keys=frozenset(grant),
         )
         api = self._api()
         with self._mapped(f"create Job {namespace}/{name}"):
             try:
-                api.create_job(namespace, body)
+                created = api.create_job(namespace, body)
             except Exception as exc:
                 if not is_already_exists(exc):
                     raise
-                self._check_owner(spec, JobView.from_object(api.read_job(namespace, name)))
+                created = api.read_job(namespace, name)
+                self._check_owner(spec, JobView.from_object(created))
+        if grant:
+            # After the Job, to be owned by it; its pod waits (CreateContainerConfigError, retried
+            # by the kubelet) until the Secret is there. A retried submit adopts both.
+            uid = str((created.get("metadata") or {}).get("uid", ""))
+            secret = grant_secret(spec, job=name, job_uid=uid, namespace=namespace, values=grant)
+            with self._mapped(f"create Secret {namespace}/{secret['metadata']['name']}"):
+                try:
+                    api.create_secret(namespace, secret)
+                except Exception as exc:
+                    if not is_already_exists(exc):
+                        raise
         with self._mapped("record the submission", BackendMisconfigured):
             attempt.record_submitted(namespace, name)
         return self._handle(spec.key, namespace, name, attempt)
@@ -202,7 +216,7 @@ class KubernetesBackend:
     def _env(self, spec: JobSpec, attempt: AttemptDir) -> dict[str, str]:
         user_env = {k: v for k, v in spec.env.items() if k not in _RESERVED_ENV}
         env = contract_env(
-            replace(spec, env=user_env),
+            replace(spec, env=user_env, grant=None),  # a grant's variables go in a Secret
             str(attempt.work),
             str(attempt.inputs),
             str(attempt.outputs),
@@ -391,17 +405,29 @@ class KubernetesBackend:
 
     def _locate(self, handle: JobHandle) -> tuple[str, str] | None:
         """The namespace and name of a handle's Job (from the handle; a handle without them is
-        looked up by its name, which the key decides; ``None``: there is no such Job)."""
+        looked up by its key; ``None``: there is no such Job)."""
         self._check_handle(handle)
         if handle.data.get("namespace") and handle.data.get("name"):
             return handle.data["namespace"], handle.data["name"]
-        name = job_name(handle.key, self.options.job_name_prefix)
-        with self._mapped("look up a Job"):
-            found = self._api().list_jobs(job_selector(name))
-        for obj in found:
+        found = self._find(handle.key)
+        return (found.namespace, found.name) if found is not None else None
+
+    def find(self, key: str) -> JobHandle | None:
+        """The Job of ``key`` of this pool, in whichever namespace it is (``Finder``): one list
+        with its name's label, which the key decides."""
+        found = self._find(key)
+        if found is None or not _SAFE_KEY.match(key):
+            return None
+        return self._handle(key, found.namespace, found.name, AttemptDir(self.root / key))
+
+    def _find(self, key: str) -> JobView | None:
+        name = job_name(key, self.options.job_name_prefix)
+        with self._mapped(f"look up the Job of {key}"):
+            listed = self._api().list_jobs(job_selector(name))
+        for obj in listed:
             view = JobView.from_object(obj)
-            if view.key == handle.key:
-                return view.namespace, view.name
+            if view.key == key and view.pool == self.ctx.pool:
+                return view
         return None
 
 

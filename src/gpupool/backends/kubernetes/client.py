@@ -13,6 +13,7 @@ Where the calls go (the RBAC rules in docs/kubernetes-backend.md list the same):
 method            request                                                   used by
 ================  ========================================================  ==============
 create_job        POST   /apis/batch/v1/namespaces/{ns}/jobs                submit
+create_secret     POST   /api/v1/namespaces/{ns}/secrets                    submit (a grant)
 read_job          GET    /apis/batch/v1/namespaces/{ns}/jobs/{name}         submit (409), cancel
 list_jobs         GET    /apis/batch/v1/jobs?labelSelector=                 poll (one a poll)
 delete_job        DELETE /apis/batch/v1/namespaces/{ns}/jobs/{name}         cancel
@@ -36,6 +37,7 @@ STREAM_CHUNK = 64 * 1024
 
 class KubeApi(Protocol):
     def create_job(self, namespace: str, body: Obj) -> Obj: ...
+    def create_secret(self, namespace: str, body: Obj) -> Obj: ...
     def read_job(self, namespace: str, name: str) -> Obj: ...
     def list_jobs(self, label_selector: str) -> list[Obj]: ...
     def delete_job(self, namespace: str, name: str, grace_s: int) -> None: ...
@@ -90,6 +92,9 @@ class _Official:
 
     def create_job(self, namespace: str, body: Obj) -> Obj:
         return self._json(self._batch.create_namespaced_job(namespace, body, **self._opts))
+
+    def create_secret(self, namespace: str, body: Obj) -> Obj:
+        return self._json(self._core.create_namespaced_secret(namespace, body, **self._opts))
 
     def read_job(self, namespace: str, name: str) -> Obj:
         return self._json(self._batch.read_namespaced_job(name, namespace, **self._opts))

@@ -14,6 +14,9 @@ Invariants:
 * The pod runs as the user's uid and gid (``runAsNonRoot``, no privilege escalation, every
   capability dropped); without an identity (only with ``run_without_identity``) as its image's
   user.
+* The variables of a data grant (signed URLs: secrets) are never in the Job: they are in a
+  Secret of the attempt (:func:`grant_secret`, owned by the Job, so deleted with it), and the
+  container reads them with ``secretKeyRef``.
 * Output is deterministic: mappings are sorted, so equal inputs give equal bytes.
 """
 
@@ -105,6 +108,42 @@ def _volume(options: KubernetesOptions, attempt_dir: str, key: str) -> tuple[Obj
     return {"hostPath": {"path": attempt_dir, "type": "Directory"}, "name": VOLUME}, mount
 
 
+def secret_name(job: str) -> str:
+    """The Secret holding the grant of the attempt whose Job is ``job``."""
+    return f"{job}-grant"
+
+
+def grant_secret(
+    spec: JobSpec, *, job: str, job_uid: str, namespace: str, values: Mapping[str, str]
+) -> Obj:
+    """The Secret with a grant's variables, owned by the Job (the garbage collector deletes it
+    with the Job)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "annotations": {KEY_ANNOTATION: spec.key},
+            "labels": labels_of(spec, job),
+            "name": secret_name(job),
+            "namespace": namespace,
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": job_uid}
+            ],
+        },
+        "stringData": dict(sorted(values.items())),
+        "type": "Opaque",
+    }
+
+
+def _env_entry(name: str, value: str, job: str, secret_keys: frozenset[str]) -> Obj:
+    if name in secret_keys:
+        return {
+            "name": name,
+            "valueFrom": {"secretKeyRef": {"key": name, "name": secret_name(job)}},
+        }
+    return {"name": name, "value": value}
+
+
 def job_manifest(
     spec: JobSpec,
     *,
@@ -116,12 +155,15 @@ def job_manifest(
     workdir: str,
     env: Mapping[str, str],
     identity: PosixIdentity | None,
+    secret_keys: frozenset[str] = frozenset(),
 ) -> Obj:
+    """The Job; ``env`` holds every variable, and those named in ``secret_keys`` are read from
+    the attempt's Secret instead of being written into the Job."""
     labels = labels_of(spec, name)
     volume, mount = _volume(options, attempt_dir, spec.key)
     container: Obj = {
         "command": list(spec.command),
-        "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
+        "env": [_env_entry(k, v, name, secret_keys) for k, v in sorted(env.items())],
         "image": image,
         "name": CONTAINER,
         "resources": _resources(spec, options.gpu_resource),
