@@ -22,6 +22,8 @@ cancel        adapter     grace seconds, written by ``cancel()`` before it signa
 exit.json     runner      ``{exit_code, reason, finished_at, message}``, once, at the very end
 runner.log    runner      the runner's own stderr: diagnostics if it fails
 runner.lock   runner      held (``flock``) while a runner supervises: at most one at a time
+container.env adapter     a container job's environment (``--env-file``, see container.py)
+reattached    adapter     how often a runner was started again for a container job
 ============  ==========  ==================================================================
 
 A job from an image (``container`` in spec.json, see :mod:`.container`) is the same to the

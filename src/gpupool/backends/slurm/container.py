@@ -134,13 +134,14 @@ def _podman_lines(spec: JobSpec, c: ContainerScript) -> list[str]:
     return [
         "# Root runs the container as root; anyone else as themselves (rootless, keep-id).",
         'if [ "$(id -u)" -eq 0 ]; then user=(--user 0:0); else user=(--userns keep-id); fi',
-        # In the background, so that this shell stops the container (not just its client)
-        # on SIGTERM, waits for it, and removes it.
+        # The runtime's client passes SIGTERM on to the container (once); this shell outlives
+        # the signal, waits for the container's end and removes it. A client killed after the
+        # grace leaves the container to the batch script, which removes it.
         f'{shlex.quote(binary)} {shlex.join(args[:1])} --name "{name}" "${{user[@]}}" '
         '"${devices[@]}" --env "CUDA_VISIBLE_DEVICES=$inside" '
         f"{shlex.join(args[1:])} {shlex.join(tail)} &",
         "pid=$!",
-        f"trap '{shlex.quote(binary)} kill --signal TERM \"{name}\" >/dev/null 2>&1' TERM INT",
+        "trap : TERM INT",
         'wait "$pid"; rc=$?',
         'while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done',
         f'{shlex.quote(binary)} rm -f "{name}" >/dev/null 2>&1',

@@ -40,7 +40,7 @@ done
 if [ "$(id -u)" -eq 0 ]; then user=(--user 0:0); else user=(--userns keep-id); fi
 podman run --name "gpupool-j-42.1-$SLURM_NODEID" "${user[@]}" "${devices[@]}" --env "CUDA_VISIBLE_DEVICES=$inside" --rm --log-driver=none --workdir=/srv/gpupool/slurm/pool-t4/j-42.1/work --volume /srv/gpupool/slurm/pool-t4/j-42.1/work:/srv/gpupool/slurm/pool-t4/j-42.1/work --volume /srv/storage/team-a/shared:/srv/storage/team-a/shared --volume /srv/storage/team-a/shared/imagenet:/data:ro --env=HOME=/srv/storage/team-a/home/alice --env=GPUPOOL_JOB_ID --entrypoint=python ghcr.io/acme/train:1.4 train.py --lr 0.1 &
 pid=$!
-trap 'podman kill --signal TERM "gpupool-j-42.1-$SLURM_NODEID" >/dev/null 2>&1' TERM INT
+trap : TERM INT
 wait "$pid"; rc=$?
 while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
 podman rm -f "gpupool-j-42.1-$SLURM_NODEID" >/dev/null 2>&1
