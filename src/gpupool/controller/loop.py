@@ -273,6 +273,7 @@ class Controller:
             self.budgets.forget()
             self._dirty = True
             self.accrual.forget()
+            self.autoscaler.forget()
             with self._lock:
                 self._recorded.clear()
         return epoch is not None
