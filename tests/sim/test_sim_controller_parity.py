@@ -24,7 +24,7 @@ from gpupool.backends.registry import PoolBackend, Registry
 from gpupool.config import sqlite_url
 from gpupool.controller.execution import ExecutionService
 from gpupool.controller.loop import MIN_TICK_GAP_S, Controller
-from gpupool.sim.cluster import PolicySetup, policy_setup
+from gpupool.sim.cluster import PolicySetup, policy_setup, scaled
 from gpupool.sim.engine import simulate
 from gpupool.sim.trace import TraceJob
 from gpupool.spec.models import Cohort, Preemption
@@ -91,6 +91,9 @@ def run_controller(
                 and run.starts_at + run.duration_s > clock.t
             ]
             later = [t for t in moments if t > clock.t][:1]
+            # Autoscaled pools: a node comes up or idles out (the simulator's moments too).
+            scaling = controller.autoscaler.next_change(setup.config, clock.t)
+            later += [scaling] if scaling != float("inf") else []
             upcoming = [*(j.submit_s for j in waiting[:1]), *ends, *later]
             if not upcoming:
                 break
@@ -217,4 +220,20 @@ def test_a_used_up_budget_holds_the_team_in_both(tmp_path: Path) -> None:
     simulated = {r.trace.job_id: (r.first_start, r.end) for r in outcome.jobs}
     assert simulated["a2"] == (NEXT_WEEK, NEXT_WEEK + 100)
     controlled = run_controller(setup, TRACE, tmp_path, moments=(NEXT_WEEK,))
+    assert controlled == pytest.approx(simulated)
+
+
+def test_autoscaled_pools_come_up_and_go_alike_in_both(tmp_path: Path) -> None:
+    """A pool of at most two 4-GPU nodes, autoscaled from zero (nodes come up 100 s after they
+    are asked for, go after 50 s idle): jobs start when their nodes are up, in both."""
+    two_nodes = CONFIG.model_copy(
+        update={"pools": [CONFIG.pools[0].model_copy(update={"nodes": 2})]}
+    )
+    config = scaled(two_nodes, "autoscale", provision_delay_s=100, idle_timeout_s=50)
+    trace = [job("a1", 0, 300, 2, "a"), job("b1", 10, 200, 4, "b"), job("a2", 700, 100, 1, "a")]
+    setup = policy_setup(config, "gpupool")
+    outcome = simulate(setup, trace, NOMINAL)
+    simulated = {r.trace.job_id: (r.first_start, r.end) for r in outcome.jobs}
+    assert simulated["a1"][0] == 100 and simulated["a2"][0] == 800  # scaled to zero between
+    controlled = run_controller(setup, trace, tmp_path)
     assert controlled == pytest.approx(simulated)

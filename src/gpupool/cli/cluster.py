@@ -8,6 +8,7 @@ import typer
 
 from gpupool.cli import output
 from gpupool.cli.context import client
+from gpupool.client.models import Pool
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
@@ -24,7 +25,7 @@ def pools(ctx: typer.Context, as_json: JsonFlag = False) -> None:
             p.name,
             p.backend,
             p.gpu_type,
-            f"{p.nodes}x{p.gpus_per_node}",
+            _nodes(p),
             f"{p.gpus_allocated}/{p.gpus_total}",
             p.dedicated_to,
             "available" if p.available else f"unavailable: {p.message or 'no reason given'}",
@@ -41,6 +42,21 @@ def pools(ctx: typer.Context, as_json: JsonFlag = False) -> None:
         "state",
     )
     output.stdout().print(output.table(columns, rows))
+
+
+def _nodes(pool: Pool) -> str:
+    """``2x4``, or for an autoscaled pool the nodes up of the most: ``1 of 3x4, target 2``
+    (plus those coming up or draining)."""
+    scale = pool.autoscale
+    if scale is None:
+        return f"{pool.nodes}x{pool.gpus_per_node}"
+    moving = [
+        f"{n} {what}"
+        for n, what in ((scale.provisioning, "coming up"), (scale.draining, "draining"))
+        if n
+    ]
+    extra = f" ({', '.join(moving)})" if moving else ""
+    return f"{scale.ready} of {pool.nodes}x{pool.gpus_per_node}, target {scale.target}{extra}"
 
 
 def whoami(ctx: typer.Context, as_json: JsonFlag = False) -> None:

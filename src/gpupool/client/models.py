@@ -216,6 +216,16 @@ class Team(ReadModel):
     budget_status: str | None = None
 
 
+class PoolScale(ReadModel):
+    """Where an autoscaled pool stands: its target and its nodes by phase."""
+
+    target: int = 0
+    ready: int = 0
+    provisioning: int = 0
+    draining: int = 0
+    reason: str = ""
+
+
 class Pool(ReadModel):
     name: str
     backend: str = ""
@@ -227,6 +237,7 @@ class Pool(ReadModel):
     dedicated_to: str | None = None
     available: bool = True  # False while its backend is unreachable or refuses the pool
     message: str = ""  # why it is unavailable
+    autoscale: PoolScale | None = None  # autoscaled pools: nodes is then the most it may have
 
 
 class ApiToken(ReadModel):

@@ -109,6 +109,16 @@ class Autoscaler:
         # job id -> (its reasons when matched, the pool it counts for, the job as matched)
         self._matched: dict[str, tuple[tuple[PendingReason, ...], str | None, PendingJob]] = {}
 
+    def forget(self) -> None:
+        """A new term: another controller may have sized the pools meanwhile. Start over from
+        the nodes the active attempts hold (adopted at the next step)."""
+        self._nodes.clear()
+        self._ready.clear()
+        self.status.clear()
+        self._seen = ((), {})
+        self._matcher = None
+        self._matched = {}
+
     def ready_nodes(self, config: ClusterConfig) -> dict[str, tuple[str, ...]]:
         """Per autoscaled pool, the names of the nodes the scheduler may place attempts on."""
         return {p.name: self._ready.get(p.name, ()) for p in config.pools if self._sizes(p)}

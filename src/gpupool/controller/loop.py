@@ -3,7 +3,10 @@
 Each tick (on a timer, or at once when :meth:`Controller.wake` is called):
 
 1. sync      apply poll results that arrived; start polls of active attempts (``sync.py``)
-2. cancel    deliver cancellations of cancelled jobs and preemption victims (``sync.py``)
+2. cancel    deliver cancellations of cancelled jobs and preemption victims (``sync.py``);
+             probe the pools that are due (``probes.py``) and step the autoscaled pools'
+             nodes towards their targets (``autoscaler.py``: nodes that came up are planned
+             with from this cycle on, draining ones no longer)
 3. schedule  bring the queue state up to date from the jobs changed since its last read
              (``state.py``), build a snapshot, run the cycle on the teams whose inputs
              changed (``parking.py``), persist admissions, preemptions and changed reasons in
@@ -279,6 +282,7 @@ class Controller:
             self.budgets.forget()
             self._dirty = True
             self.accrual.forget()
+            self.autoscaler.forget()
             with self._lock:
                 self._recorded.clear()
         return epoch is not None

@@ -67,6 +67,16 @@ def test_pools_say_which_is_unavailable_and_why(api: FakeApi, runner: CliRunner)
     ]
 
 
+def test_pools_show_an_autoscaled_pool_s_nodes(api: FakeApi, runner: CliRunner) -> None:
+    scale = {"target": 2, "ready": 1, "provisioning": 1, "draining": 0, "reason": "demand"}
+    api.add("GET", "/v1/pools", json={"items": [pool_json(nodes=3, autoscale=scale)]})
+
+    table = runner.invoke(app, ["pools"], terminal_width=200)
+
+    assert table.exit_code == 0, table.output
+    assert "1 of 3x4, target 2 (1 coming up)" in table.stdout
+
+
 def test_whoami(api: FakeApi, runner: CliRunner) -> None:
     api.add("GET", "/v1/whoami", json=whoami_json(platform_admin=True))
 

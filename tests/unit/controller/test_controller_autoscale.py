@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sqlalchemy import func, select
+
 from gpupool.spec.models import Autoscale, ClusterConfig, GpuType, NodeShape, Pool, Quota, Team
+from gpupool.state.models import CapacityHourRow
 from support.fake_rig import Rig, fake_rig
 
 DELAY_S = 60.0
@@ -114,3 +117,20 @@ def test_a_spot_node_taken_back_is_replaced_and_its_job_reruns(tmp_path: Path) -
         assert (first.status, second.status) == ("evicted", "succeeded")
         assert (second.started_at - first.finished_at).total_seconds() >= DELAY_S - 5
         assert rig.observer.evictions == {"auto": 1}
+
+
+def test_the_ledger_counts_the_nodes_the_pool_pays_for(tmp_path: Path) -> None:
+    """capacity_hours follow the autoscaled pool's nodes: none while it is scaled to zero,
+    the warm node's GPUs while it is kept (never the 3 nodes it may have)."""
+    with fake_rig(config(), tmp_path) as rig:
+        rig.run_until(1200.0)  # accrual every 60 s; nothing ever asked for a node
+        assert capacity_ms(rig) == 0
+    with fake_rig(config(warm=1), tmp_path / "warm") as rig:
+        rig.run_until(1200.0)
+        # the warm node's 2 GPUs, asked for at the start: paid for while coming up too
+        assert capacity_ms(rig) == 2 * 1200 * 1000
+
+
+def capacity_ms(rig: Rig) -> int:
+    with rig.sessions() as session:
+        return int(session.scalar(select(func.coalesce(func.sum(CapacityHourRow.gpu_ms), 0))))
