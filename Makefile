@@ -15,7 +15,7 @@ INSTALL := $(UV) pip install --python $(BIN)/python
 CONFIG ?= examples/demo.yaml
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench format clean
+.PHONY: run test test-azure lint bench format clean
 
 $(UV):
 	$(PYTHON) -m venv --without-pip $(VENV)
@@ -45,6 +45,19 @@ test: $(STAMP)
 	  scripts/azurite/down.sh >/dev/null 2>&1 || true; scripts/s3/down.sh >/dev/null 2>&1 || true; \
 	  scripts/prometheus/down.sh >/dev/null 2>&1 || true; \
 	fi; exit $$status
+
+# The backend contract suite on real Azure (not part of `make test` or CI): Azure Batch with
+# GPUPOOL_TEST_AZURE_BATCH_URL and GPUPOOL_TEST_AZURE_BATCH_POOL, Azure ML with
+# GPUPOOL_TEST_AZURE_ML_{SUBSCRIPTION,RESOURCE_GROUP,WORKSPACE,COMPUTE,ENVIRONMENT}, signed in
+# as azure-identity finds (az login, a managed identity, AZURE_CLIENT_ID...). See docs/azure.md.
+test-azure: $(STAMP)
+	@if [ -z "$$GPUPOOL_TEST_AZURE_BATCH_URL$$GPUPOOL_TEST_AZURE_ML_WORKSPACE" ]; then \
+	  echo "test-azure: skipped: no Azure credentials configured (set GPUPOOL_TEST_AZURE_BATCH_URL" \
+	    "and GPUPOOL_TEST_AZURE_BATCH_POOL, or GPUPOOL_TEST_AZURE_ML_*; see docs/azure.md)"; \
+	  exit 0; \
+	fi; \
+	GPUPOOL_TEST_AZURE=1 $(BIN)/pytest tests/backends/test_backend_contract.py -k 'real' \
+	  -p no:cacheprovider -o timeout=1800 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -24,6 +24,8 @@ from typing import Any, Protocol
 
 import pytest
 
+from gpupool.backends.azure_batch.adapter import AzureBatchBackend
+from gpupool.backends.azure_ml.adapter import AzureMLBackend
 from gpupool.backends.base import (
     FINAL_STATES,
     AdapterContext,
@@ -58,9 +60,14 @@ seen["cwd"] = os.getcwd()
 tmp = obs / f"env.{os.getpid()}.tmp"  # a gang's tasks share obs: one temporary file each
 tmp.write_text(json.dumps(seen))
 os.replace(tmp, obs / "env.json")
+echo = os.environ.get("CT_ECHO")  # observations in the log too (remote jobs, no shared disk)
+if echo:
+    print("CT_ENV", json.dumps(seen), flush=True)
 trap = os.environ.get("CT_TRAP", "")
 def on_term(signum, frame):
     (obs / "sigterm").write_text("received")
+    if echo:
+        print("CT_SIGTERM", flush=True)
     if trap == "exit":
         sys.exit(143)
 if trap:
@@ -373,12 +380,302 @@ class SlurmHarness(LocalHarness):
             subprocess.run(["scancel", *job_ids], capture_output=True)
 
 
+class AzureBatchHarness(LocalHarness):
+    """The local harness's job and observations, run as tasks by the real ``azure-batch`` SDK
+    against the local stand-in of tests/support/azure_batch.py (there is no Azure here). Every
+    request the adapter makes is checked there; any it rejected fails the test."""
+
+    name = "azure-batch"
+
+    def __init__(self, tmp_path: Path) -> None:
+        from support.azure_batch import ACCOUNT, ACCOUNT_KEY, BatchStandIn
+
+        self.obs = tmp_path / "obs"
+        self.stand_in = BatchStandIn(tmp_path / "nodes").__enter__()
+        self.environ = {"GPUPOOL_TEST_BATCH_KEY": ACCOUNT_KEY}
+        options = {
+            "account_url": self.stand_in.url,
+            "auth": "shared-key",
+            "account_name": ACCOUNT,
+            "account_key_env": "GPUPOOL_TEST_BATCH_KEY",
+            "request_timeout_s": 5,
+        }
+        self.ctx = AdapterContext(
+            pool=POOL, gpu_type="t4", options=options, state_dir=tmp_path / "state"
+        )
+        self.backend = AzureBatchBackend(self.ctx, environ=self.environ)
+
+    def restart(self) -> Backend:
+        self.backend.close()  # type: ignore[attr-defined]
+        self.backend = AzureBatchBackend(self.ctx, environ=self.environ)
+        return self.backend
+
+    def cleanup(self) -> None:
+        self.backend.close()  # type: ignore[attr-defined]
+        self.stand_in.close()  # kills what a test left running
+        assert self.stand_in.rejected == [], self.stand_in.rejected
+
+
+class StaticToken:
+    """A credential with a fixed bearer token (the Azure ML stand-in's)."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+        from azure.core.credentials import AccessToken
+
+        return AccessToken(self.token, int(time.time()) + 3600)
+
+    def get_token_info(self, *scopes: str, **kwargs: Any) -> Any:
+        from azure.core.credentials import AccessTokenInfo
+
+        return AccessTokenInfo(self.token, int(time.time()) + 3600)
+
+
+class AzureMLHarness(LocalHarness):
+    """The local harness's job and observations, run as command jobs by the real
+    ``azure-ai-ml`` SDK against the HTTPS stand-in of tests/support/azure_ml.py. Every request
+    is checked there; any it rejected fails the test. The SDK trusts the stand-in's
+    certificate through REQUESTS_CA_BUNDLE, set for the harness's lifetime."""
+
+    name = "azure-ml"
+
+    def __init__(self, tmp_path: Path) -> None:
+        from support.azure_ml import GROUP, SUBSCRIPTION, TOKEN, WORKSPACE, AzureMLStandIn
+
+        self.obs = tmp_path / "obs"
+        self.stand_in = AzureMLStandIn(tmp_path / "aml").__enter__()
+        names = ("REQUESTS_CA_BUNDLE", "AZUREML_CURRENT_CLOUD")
+        self._saved_env = {name: os.environ.get(name) for name in names}
+        os.environ["REQUESTS_CA_BUNDLE"] = str(self.stand_in.cert)
+        options = {
+            "subscription_id": SUBSCRIPTION,
+            "resource_group": GROUP,
+            "workspace": WORKSPACE,
+            "compute": "gpu-cluster",
+            "environment": "azureml:gpupool-test:1",
+            "arm_endpoint": self.stand_in.arm_endpoint,
+            "request_timeout_s": 5,
+        }
+        self.ctx = AdapterContext(
+            pool=POOL, gpu_type="t4", options=options, state_dir=tmp_path / "state"
+        )
+        self.credential = StaticToken(TOKEN)
+        self.backend = self._build()
+
+    def _build(self) -> Backend:
+        return AzureMLBackend(self.ctx, credential_factory=lambda: self.credential)
+
+    def restart(self) -> Backend:
+        self.backend = self._build()
+        return self.backend
+
+    def cleanup(self) -> None:
+        self.stand_in.close()
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        assert self.stand_in.rejected == [], self.stand_in.rejected
+
+
+# Real Azure (make test-azure): how long a job may take to start and end there.
+AZURE_WAIT_S = float(os.environ.get("GPUPOOL_TEST_AZURE_WAIT_S", "900"))
+
+
+class RemoteJobs:
+    """Observations of jobs that run on another machine: the job's ``CT_OBS`` is relative (a
+    dir below its work dir, on the node) and ``observed`` reads a file of it back through the
+    service; ``wait`` allows ``wait_s``. Mixed into a harness before ``LocalHarness``."""
+
+    wait_s = WAIT_S
+    python = "python3"  # on the node
+    backend: Backend
+
+    def observed(self, spec: JobSpec, name: str) -> bytes | None:
+        raise NotImplementedError
+
+    def spec(self, job_id: str, **overrides: Any) -> JobSpec:
+        behaviour = split_behaviour(overrides)
+        key = f"{job_id}.{overrides.get('attempt', 1)}"
+        env = {
+            "CT_OBS": f"obs/{key}",
+            "CT_DURATION": str(behaviour.duration_s),
+            "CT_EXIT": str(behaviour.exit_code),
+            "CT_TRAP": behaviour.trap_term,
+            "CT_ECHO": "1",
+            **overrides.pop("env", {}),
+        }
+        return base_spec(job_id, command=(self.python, "-c", JOB_SCRIPT), env=env, **overrides)
+
+    def wait(
+        self, handle: JobHandle, until: Callable[[BackendStatus], bool] | None = None
+    ) -> BackendStatus:
+        until = until or is_final
+        deadline = time.monotonic() + self.wait_s
+        while not until(status := self.backend.poll([handle])[handle.key]):
+            if time.monotonic() > deadline:
+                pytest.fail(f"{handle.key} still {status} after {self.wait_s}s")
+            time.sleep(min(2.0, self.wait_s / 100))
+        return status
+
+    def wait_started(self, handle: JobHandle, spec: JobSpec) -> None:
+        deadline = time.monotonic() + self.wait_s
+        while self.observed(spec, "ready") is None:
+            if time.monotonic() > deadline:
+                pytest.fail(f"{spec.key} did not start within {self.wait_s}s")
+            time.sleep(min(2.0, self.wait_s / 100))
+
+    def runs(self, spec: JobSpec) -> int:
+        data = self.observed(spec, "runs")
+        return len(data.decode().splitlines()) if data is not None else 0
+
+    def env_seen(self, spec: JobSpec) -> dict[str, str]:
+        data = self.observed(spec, "env.json")
+        assert data is not None, f"{spec.key} left no env.json"
+        return dict(json.loads(data))
+
+    def sigterm_seen(self, spec: JobSpec) -> bool:
+        return self.observed(spec, "sigterm") is not None
+
+
+class AzureBatchRemoteHarness(RemoteJobs, AzureBatchHarness):
+    """The contract as ``make test-azure`` runs it on a real Batch account: the job's
+    observations are read back through Batch's task files API (``wd/work/obs/...``), not from
+    a shared disk. Without ``real`` it runs against the stand-in, which serves those files too,
+    so that this path is tested here. Real: ``GPUPOOL_TEST_AZURE_BATCH_URL`` (the account) and
+    ``GPUPOOL_TEST_AZURE_BATCH_POOL`` (a Batch pool whose nodes have python3), Entra ID auth."""
+
+    real_processes = False
+
+    def __init__(self, tmp_path: Path, real: bool = False) -> None:
+        if not real:
+            AzureBatchHarness.__init__(self, tmp_path)
+            self.ctx = replace(self.ctx, options={**self.ctx.options, "task_id_prefix": "r-"})
+            self.backend = AzureBatchBackend(self.ctx, environ=self.environ)
+            self.python = sys.executable
+            return
+        url = os.environ.get("GPUPOOL_TEST_AZURE_BATCH_URL")
+        batch_pool = os.environ.get("GPUPOOL_TEST_AZURE_BATCH_POOL")
+        if not (url and batch_pool):
+            pytest.skip("set GPUPOOL_TEST_AZURE_BATCH_URL and GPUPOOL_TEST_AZURE_BATCH_POOL")
+        self.stand_in = None
+        self.wait_s = AZURE_WAIT_S
+        self.environ = dict(os.environ)
+        options = {
+            "account_url": url,
+            "batch_pool_id": batch_pool,
+            "job_id": os.environ.get("GPUPOOL_TEST_AZURE_BATCH_JOB", "gpupool-contract"),
+            "task_id_prefix": f"ct{uuid.uuid4().hex[:6]}-",  # tasks outlive a test run
+        }
+        self.ctx = AdapterContext(pool=POOL, gpu_type="t4", options=options, state_dir=tmp_path)
+        self.backend = AzureBatchBackend(self.ctx, environ=self.environ)
+        self.submitted: list[JobSpec] = []
+
+    def observed(self, spec: JobSpec, name: str) -> bytes | None:
+        from gpupool.backends.azure_batch.errors import is_not_found
+        from gpupool.backends.azure_batch.task import task_id
+
+        backend = self.backend
+        assert isinstance(backend, AzureBatchBackend)
+        task = task_id(spec.key, backend.options.task_id_prefix)
+        path = f"wd/work/{spec.env['CT_OBS']}/{name}"
+        try:
+            return b"".join(backend._batch().download_task_file(backend.job_id, task, path))
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise
+
+    def cleanup(self) -> None:
+        if self.stand_in is not None:
+            AzureBatchHarness.cleanup(self)
+
+
+class AzureMLRemoteHarness(RemoteJobs, AzureMLHarness):
+    """The contract as ``make test-azure`` runs it on a real Azure ML workspace: observations
+    are read from the job's log (the job echoes them), as no file of the compute can be read
+    back. Without ``real`` it runs against the stand-in, so that this path is tested here.
+    Real: ``GPUPOOL_TEST_AZURE_ML_{SUBSCRIPTION,RESOURCE_GROUP,WORKSPACE,COMPUTE,ENVIRONMENT}``
+    and Entra ID auth."""
+
+    python = "python"
+    real_processes = False
+
+    def __init__(self, tmp_path: Path, real: bool = False) -> None:
+        self.stand_in = None
+        if not real:
+            AzureMLHarness.__init__(self, tmp_path)
+            self.ctx = replace(self.ctx, options={**self.ctx.options, "job_name_prefix": "r-"})
+            self.backend = self._build()
+            self.python = sys.executable
+            return
+        names = ("SUBSCRIPTION", "RESOURCE_GROUP", "WORKSPACE", "COMPUTE", "ENVIRONMENT")
+        values = {n: os.environ.get(f"GPUPOOL_TEST_AZURE_ML_{n}", "") for n in names}
+        if not all(values.values()):
+            pytest.skip(f"set GPUPOOL_TEST_AZURE_ML_{{{','.join(names)}}}")
+        self.wait_s = AZURE_WAIT_S
+        options = {
+            "subscription_id": values["SUBSCRIPTION"],
+            "resource_group": values["RESOURCE_GROUP"],
+            "workspace": values["WORKSPACE"],
+            "compute": values["COMPUTE"],
+            "environment": values["ENVIRONMENT"],
+            "job_name_prefix": f"ct{uuid.uuid4().hex[:6]}-",
+        }
+        self.ctx = AdapterContext(pool=POOL, gpu_type="t4", options=options, state_dir=tmp_path)
+        self.backend = AzureMLBackend(self.ctx)
+
+    def _build(self) -> Backend:
+        if self.stand_in is None:
+            return AzureMLBackend(self.ctx)
+        return AzureMLBackend(self.ctx, credential_factory=lambda: self.credential)
+
+    def observed(self, spec: JobSpec, name: str) -> bytes | None:
+        from gpupool.backends.azure_ml.job import job_name
+
+        backend = self.backend
+        assert isinstance(backend, AzureMLBackend)
+        key_name = job_name(spec.key, backend.options.job_name_prefix)
+        handle = JobHandle("azure-ml", POOL, key_name, spec.key)
+        log, offset = b"", 0
+        while True:
+            chunk = backend.logs(handle, offset)
+            log, offset = log + chunk.data, chunk.next_offset
+            if not chunk.data:
+                break
+        lines = log.decode(errors="replace").splitlines()
+        hello = f"hello from {spec.key}"
+        found = {
+            "ready": [line for line in lines if line.startswith(hello)],
+            "runs": [line for line in lines if line.startswith(hello)],
+            "sigterm": [line for line in lines if line == "CT_SIGTERM"],
+            "env.json": [line[len("CT_ENV ") :] for line in lines if line.startswith("CT_ENV ")],
+        }[name]
+        if not found:
+            return None
+        return found[-1].encode() if name == "env.json" else "\n".join(found).encode()
+
+    def cleanup(self) -> None:
+        if self.stand_in is not None:
+            AzureMLHarness.cleanup(self)
+
+
 HARNESSES: dict[str, Callable[[Path], Harness]] = {
     "local": LocalHarness,
     "fake": FakeHarness,
     "slurm": SlurmHarness,
     "ray": RayHarness,
+    "azure-batch": AzureBatchHarness,
+    "azure-ml": AzureMLHarness,
+    "azure-batch-remote": AzureBatchRemoteHarness,
+    "azure-ml-remote": AzureMLRemoteHarness,
 }
+if os.environ.get("GPUPOOL_TEST_AZURE"):  # make test-azure: the contract on real Azure
+    HARNESSES["azure-batch-real"] = functools.partial(AzureBatchRemoteHarness, real=True)
+    HARNESSES["azure-ml-real"] = functools.partial(AzureMLRemoteHarness, real=True)
 
 
 @pytest.fixture(params=sorted(HARNESSES))

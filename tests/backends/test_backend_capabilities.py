@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gpupool.backends.azure_batch.adapter import AzureBatchBackend
+from gpupool.backends.azure_ml.adapter import AzureMLBackend
 from gpupool.backends.base import AdapterContext, Backend, Capability
 from gpupool.backends.fake import FakeBackend, FakeCluster
 from gpupool.backends.local.adapter import LocalBackend
@@ -24,6 +26,17 @@ def built(name: str, state_dir: Path) -> Backend:
     if name == "slurm":
         slurm = AdapterContext("p", "h100", {"partition": "gpu"}, state_dir, nodes=2)
         return SlurmBackend(slurm, runner=lambda *a, **k: None)  # type: ignore[arg-type]
+    if name == "azure-batch":
+        options = {"account_url": "https://acct.eastus.batch.azure.com"}
+        return AzureBatchBackend(AdapterContext("p", "h100", options, state_dir))
+    if name == "azure-ml":
+        aml = {
+            "subscription_id": "00000000-0000-0000-0000-000000000001",
+            "resource_group": "rg",
+            "workspace": "ws",
+            "compute": "gpu",
+        }
+        return AzureMLBackend(AdapterContext("p", "h100", aml, state_dir))
     assert name == "ray"
     return RayBackend.__new__(RayBackend)  # its capabilities are the class's own
 
@@ -47,6 +60,8 @@ def test_every_registered_backend_declares_its_capabilities() -> None:
         pytest.param("slurm", True, True, id="slurm runs gangs"),
         pytest.param("local", False, True, id="local runs one node"),
         pytest.param("ray", False, True, id="ray runs one node"),
+        pytest.param("azure-batch", False, True, id="azure-batch runs one node"),
+        pytest.param("azure-ml", False, True, id="azure-ml runs one node"),
         pytest.param("kubernetes", False, False, id="kubernetes has no adapter yet"),
     ],
 )

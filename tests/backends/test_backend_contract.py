@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from gpupool.backends.base import Backend, Capability, JobHandle, LogChunk, RunState
+from gpupool.backends.base import Backend, Capability, Finder, JobHandle, LogChunk, RunState
 from gpupool.backends.errors import BackendRejected
 
 if TYPE_CHECKING:
@@ -240,6 +240,22 @@ def test_an_unknown_attempt_is_lost(harness: Harness) -> None:
     handle = JobHandle(harness.name, POOL, "0", "never-submitted.1", {})
     status = harness.backend.poll([handle])["never-submitted.1"]
     assert status.state == RunState.LOST
+
+
+def test_a_run_is_found_and_stopped_by_its_key_alone(harness: Harness) -> None:
+    # What the controller does with an attempt it gave up on while the backend was away.
+    backend = harness.restart()
+    assert isinstance(backend, Finder), "every adapter implements find(key) (backends.base)"
+    assert backend.find("never-submitted.1") is None
+    spec = harness.spec("orphan", duration_s=30, trap_term="exit")
+    harness.wait_started(harness.backend.submit(spec), spec)
+
+    found = backend.find(spec.key)
+    assert found is not None and found.key == spec.key
+    backend.cancel(found, grace_s=0)
+
+    assert harness.wait(found).state == RunState.CANCELLED
+    assert harness.runs(spec) == 1
 
 
 def test_multi_node_jobs_need_gang_capability(harness: Harness) -> None:

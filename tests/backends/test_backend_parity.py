@@ -30,7 +30,9 @@ def reference(data: bytes) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-@pytest.mark.parametrize("harness", ["local", "ray", "slurm"], indirect=True)
+@pytest.mark.parametrize(
+    "harness", ["local", "ray", "slurm", "azure-batch", "azure-ml"], indirect=True
+)
 def test_same_job_same_output_bytes(harness, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     data = bytes(range(256)) * 16
     source = tmp_path / "input.bin"

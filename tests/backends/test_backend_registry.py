@@ -90,7 +90,7 @@ def test_the_built_in_adapters_load(tmp_path: Path) -> None:
 def test_an_unknown_backend_names_the_known_ones(tmp_path: Path) -> None:
     registry = Registry({"a": binding("slurmm", "a", tmp_path)})
     with pytest.raises(
-        BackendMisconfigured, match="unknown backend 'slurmm'; known backends: fake, local"
+        BackendMisconfigured, match=r"unknown backend 'slurmm'; known backends: (.*, )?fake, local"
     ):
         registry.get("a")
 

@@ -40,11 +40,22 @@ FORBIDDEN = {
     # pricing, periods, reports and budget rules are pure: the ledger is read by state/.
     "accounting": {"state", "backends", "controller", "server", "client", "cli", "auth"},
     "spec": {"accounting", "state", "controller", "server", "client", "cli"},
+    # manifests and admission decisions from the configuration; never the store or a server.
+    "k8s": {"scheduler", "state", "controller", "server", "client", "cli", "backends"},
 }
 # The CLI's user commands speak to the server through the SDK only; operator commands
 # (server, token, config; db; doctor) work on the local store and simulate runs the simulator
-# in-process; they import lazily inside functions.
-CLI_EXEMPT = {"operator.py", "db.py", "doctor.py", "simulate.py"}
+# in-process, export renders a configuration file; they import lazily inside functions.
+CLI_EXEMPT = {
+    "operator.py",
+    "db.py",
+    "doctor.py",
+    "simulate.py",
+    "export.py",
+    "export_kubernetes.py",
+    "export_azure.py",
+    "webhook.py",
+}
 
 
 def imported_packages(path: Path) -> set[str]:

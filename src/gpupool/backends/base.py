@@ -165,6 +165,17 @@ class CapacityReporter(Protocol):
 
 
 @runtime_checkable
+class Finder(Protocol):
+    """Optional: look an attempt up by its key alone, without starting anything.
+
+    The controller uses it to stop an attempt it gave up on while the backend could not be
+    reached (a submission may have reached the backend unseen): once the backend answers
+    again, whatever runs under the abandoned key is found and stopped."""
+
+    def find(self, key: str) -> JobHandle | None: ...
+
+
+@runtime_checkable
 class Backend(Protocol):
     name: str
     capabilities: frozenset[Capability]

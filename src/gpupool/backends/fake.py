@@ -146,6 +146,11 @@ class FakeBackend:
             backend=self.name, pool=self.ctx.pool, provider_id=spec.key, key=spec.key, data={}
         )
 
+    def find(self, key: str) -> JobHandle | None:
+        if self.cluster.run(key) is None:
+            return None
+        return JobHandle(backend=self.name, pool=self.ctx.pool, provider_id=key, key=key, data={})
+
     def poll(self, handles: Sequence[JobHandle]) -> Mapping[str, BackendStatus]:
         now = self.cluster.clock()
         out = {}

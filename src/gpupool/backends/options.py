@@ -24,6 +24,8 @@ OPTION_CLASSES = {
     "local": "gpupool.backends.local.options:LocalOptions",
     "slurm": "gpupool.backends.slurm.options:SlurmOptions",
     "ray": "gpupool.backends.ray.options:RayOptions",
+    "azure-batch": "gpupool.backends.azure_batch.options:BatchOptions",
+    "azure-ml": "gpupool.backends.azure_ml.options:AzureMLOptions",
 }
 # Where a Slurm pool keeps its work dirs unless told: only the path's shape is checked here.
 _STATE_DIR = Path("/var/lib/gpupool")

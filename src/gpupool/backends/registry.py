@@ -37,6 +37,8 @@ ADAPTERS: Mapping[str, str] = {
     "fake": "gpupool.backends.fake:FakeBackend",
     "slurm": "gpupool.backends.slurm.adapter:SlurmBackend",
     "ray": "gpupool.backends.ray.adapter:RayBackend",
+    "azure-batch": "gpupool.backends.azure_batch.adapter:AzureBatchBackend",
+    "azure-ml": "gpupool.backends.azure_ml.adapter:AzureMLBackend",
 }
 
 # Backend name -> what its adapter can do whatever the pool's options (the adapter's own
@@ -49,6 +51,8 @@ CAPABILITIES: Mapping[str, frozenset[Capability]] = {
     "fake": frozenset({Capability.GANG, Capability.LOG_STREAM}),
     "slurm": frozenset({Capability.GANG, Capability.LOG_STREAM, Capability.CAPACITY}),
     "ray": frozenset({Capability.LOG_STREAM}),
+    "azure-batch": frozenset({Capability.LOG_STREAM}),
+    "azure-ml": frozenset({Capability.LOG_STREAM}),
 }
 
 # Backend name -> the pip extra that installs its third-party client, for the error hint.

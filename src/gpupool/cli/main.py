@@ -29,6 +29,7 @@ from gpupool.cli import (
     cluster,
     db,
     doctor,
+    export,
     jobs,
     login,
     logs,
@@ -36,6 +37,7 @@ from gpupool.cli import (
     simulate,
     teams,
     usage,
+    webhook,
 )
 from gpupool.cli.context import Options
 from gpupool.cli.exit_codes import HELP as EXIT_CODES_HELP
@@ -84,10 +86,12 @@ audit.register(app)
 budgets.register(app)
 login.register(app)
 usage.register(app)
+webhook.register(app)
 operator.register(app)
 db.register(app)
 doctor.register(app)
 simulate.register(app)
+export.register(app)
 
 
 # What a client-only install (`pip install gpupool`: the CLI and the SDK) leaves out; the

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from gpupool.backends.base import (
     BackendStatus,
+    Finder,
     JobHandle,
     JobSpec,
     LogChunk,
@@ -71,6 +72,21 @@ class ExecutionService:
 
     def cancel_async(self, handle: JobHandle, grace_s: float) -> Future[None]:
         return self._pool.submit(_classified, self.cancel, handle, grace_s)
+
+    def stop_key(self, pool: str, key: str) -> bool:
+        """Stop whatever runs under attempt ``key`` in ``pool`` without a handle for it: found
+        by key where the adapter can look runs up (``Finder``). True when one was stopped."""
+        backend = self._registry.get(pool)
+        if not isinstance(backend, Finder):
+            return False
+        handle = backend.find(key)
+        if handle is None:
+            return False
+        backend.cancel(handle, 0.0)
+        return True
+
+    def stop_key_async(self, pool: str, key: str) -> Future[bool]:
+        return self._pool.submit(_classified, self.stop_key, pool, key)
 
     def logs(self, handle: JobHandle, offset: int) -> LogChunk:
         return self._registry.get(handle.pool).logs(handle, offset)

@@ -62,7 +62,7 @@ from gpupool.controller.probes import Probes
 from gpupool.controller.snapshot import build_snapshot, policy_for
 from gpupool.controller.state import QueueState
 from gpupool.controller.sync import BackendSync
-from gpupool.controller.transitions import finish_job
+from gpupool.controller.transitions import abandon, finish_job
 from gpupool.core.jobs import JobStatus
 from gpupool.data.grants.base import GrantError
 from gpupool.data.grants.issuer import GrantIssuer
@@ -464,6 +464,7 @@ class Controller:
             # A submission recorded after the rows above were read still shows as without a
             # handle: remember it until the store stops listing it, or it is submitted twice.
             self._recorded &= {attempt.id for _, attempt in rows}
+        rows = self._abandon_unreachable(rows, config, now)
         for job, attempt in rows:
             if self.backoff.blocked(attempt.pool, now):
                 continue
@@ -485,6 +486,47 @@ class Controller:
                     self._inflight.discard(attempt.id)
                 continue
             self._execution.submit(spec, lambda s, r, aid=attempt.id: self._submitted(aid, s, r))
+
+    def _abandon_unreachable(
+        self, rows: list[tuple[JobRow, AttemptRow]], config: ClusterConfig, now: float
+    ) -> list[tuple[JobRow, AttemptRow]]:
+        """Send back to the queue the admitted attempts whose pool has not answered for
+        ``scheduler.requeue_unreachable_after_s``, freeing their quota; the rest, to submit."""
+        after = config.scheduler.requeue_unreachable_after_s
+        if after is None:
+            return rows
+        wall = self._clock.now()
+        stale: dict[int, str] = {}
+        for _, attempt in rows:
+            health = self.backoff.health(attempt.pool)
+            if health.available or health.down_since is None or now - health.down_since < after:
+                continue
+            if (wall - attempt.admitted_at).total_seconds() < after:
+                continue
+            with self._lock:
+                if attempt.id in self._inflight or attempt.id in self._recorded:
+                    continue
+            stale[attempt.id] = (
+                f"abandoned: the backend of pool {attempt.pool} has not answered for "
+                f"{now - health.down_since:.0f} s ({health.message or 'no reason given'})"
+            )
+        if not stale:
+            return rows
+        with self._sessions.begin() as session:
+            self.leader.fence(session)  # a deposed leader's decisions are refused
+            for job_id, attempt_id in [(j.id, a.id) for j, a in rows if a.id in stale]:
+                attempt = jobs.attempt(session, attempt_id)
+                job = jobs.get(session, job_id)
+                if attempt is None or job is None or attempt.status != JobStatus.ADMITTED.value:
+                    continue
+                if attempt.handle is not None:
+                    continue
+                log.warning(
+                    "%s.%d %s; it goes back to the queue", job.id, attempt.number, stale[attempt_id]
+                )
+                abandon(session, job, attempt, wall, stale[attempt_id], config)
+        self.wake(reschedule=True)
+        return [(job, attempt) for job, attempt in rows if attempt.id not in stale]
 
     def _with_grant(self, spec: JobSpec, config: ClusterConfig) -> JobSpec:
         """Mint the attempt's data grant when its pool uses grants (docs/architecture.md §8)."""

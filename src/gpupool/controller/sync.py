@@ -48,7 +48,7 @@ class BackendSync:
         self._wake = wake
         # pool -> (poll in flight, stored attempt status per key when it started)
         self._polls: dict[str, tuple[Future[Mapping[str, BackendStatus]], dict[str, str]]] = {}
-        self._cancels: dict[int, Future[None]] = {}  # attempt id -> cancel in flight
+        self._cancels: dict[int, Future[Any]] = {}  # attempt id -> cancel or stop in flight
         self.observer: Observer = NullObserver()
 
     # -- polling ----------------------------------------------------------------------------
@@ -138,6 +138,23 @@ class BackendSync:
             self._cancels[attempt_id] = future
             future.add_done_callback(self._report_failure(pool, "cancel"))
             future.add_done_callback(lambda _: self._wake())
+        self._stop_abandoned(now)
+
+    def _stop_abandoned(self, now: float) -> None:
+        """Look for, and stop, what runs under attempts given up on while their pool could
+        not be reached (``Controller.dispatch``), once the pool answers again."""
+        with self._sessions() as session:
+            abandoned = queue.abandoned_to_stop(session)
+        for attempt_id, job_id, number, pool in abandoned:
+            if attempt_id in self._cancels or self._backoff.blocked(pool, now):
+                continue
+            if not self._backoff.health(pool).available:
+                continue
+            key = f"{job_id}.{number}"
+            future = self._execution.stop_key_async(pool, key)
+            self._cancels[attempt_id] = future
+            future.add_done_callback(self._report_failure(pool, "cancel"))
+            future.add_done_callback(lambda f, key=key: _log_stopped(f, key))
 
     def _report_failure(self, pool: str, operation: str) -> Callable[[Future[Any]], None]:
         """A done-callback telling the observer of a failed call (on the call's thread)."""
@@ -166,6 +183,11 @@ class BackendSync:
                 future.exception(timeout=timeout)
             except TimeoutError:
                 return
+
+
+def _log_stopped(future: Future[Any], key: str) -> None:
+    if not future.cancelled() and future.exception() is None and future.result():
+        log.warning("stopped attempt %s, which ran although it had been given up on", key)
 
 
 def _log_failure(future: Future[Any], what: str) -> bool:

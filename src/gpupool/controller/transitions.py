@@ -72,6 +72,26 @@ def apply_status(
     requeue(session, job, now, f"attempt {attempt.number} {attempt.status}: {attempt.message}")
 
 
+def abandon(
+    session: Session,
+    job: JobRow,
+    attempt: AttemptRow,
+    now: datetime,
+    why: str,
+    config: ClusterConfig | None = None,
+) -> None:
+    """Give up on an admitted attempt that no backend accepted (its pool stayed unreachable):
+    it ends lost, its GPUs and quota are free, and the job goes back to the queue. The attempt
+    keeps no handle and ``cancel_sent`` unset, so the sync loop later looks for a run under its
+    key and stops it (``BackendSync``): a submission may have got through unseen."""
+    was = attempt.status
+    attempt.status = JobStatus.LOST.value
+    attempt.finished_at = now
+    attempt.message = why
+    accounting.attempt_ended(session, config, job, attempt, now, was)
+    requeue(session, job, now, f"attempt {attempt.number} lost: {why}")
+
+
 def finish_job(
     session: Session,
     job: JobRow,

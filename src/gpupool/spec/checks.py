@@ -19,8 +19,10 @@ Decisions recorded here:
   what bound a team's jobs on ``cpu`` pools.
 * A pool on a backend no adapter is registered for (``kubernetes``, ``azure-batch``,
   ``azure-ml`` today: ``gpupool.backends.registry.ADAPTERS`` decides) is an error, and so is
-  ``autoscale.mode: autoscale``, which nothing implements yet: the configuration accepts both
-  names for what is to come, but jobs sent there would only fail or wait forever.
+  ``autoscale.mode: autoscale``, which nothing implements yet except on ``azure-batch``, where
+  Batch's own formula sizes the pool (``nodes:`` must then equal ``max_nodes``: the scheduler
+  plans with the most nodes the pool can have). The configuration accepts the other names for
+  what is to come, but jobs sent there would only fail or wait forever.
 * A budget sets exactly one limit (``gpu_hours`` or ``amount``); only a ``custom`` period takes
   ``start`` and ``end``, and it needs both. Budget names are unique within a team (alerts and
   ``gpupool budget set`` name a budget by team and name), and so are webhook names.
@@ -115,7 +117,9 @@ def check_pools(config: ClusterConfig) -> Iterator[Finding]:
                 f"use one of: {usable}",
             )
         scale = pool.autoscale
-        if scale.mode == "autoscale":
+        if scale.mode == "autoscale" and pool.backend == "azure-batch":
+            yield from _batch_autoscale(i, pool.name, pool.nodes, scale.max_nodes)
+        elif scale.mode == "autoscale":
             yield Finding(
                 ("pools", i, "autoscale", "mode"),
                 f"autoscaling is not implemented yet: pool {pool.name!r} would never get more "
@@ -128,6 +132,29 @@ def check_pools(config: ClusterConfig) -> Iterator[Finding]:
                 f"max_nodes {scale.max_nodes} is below min_nodes {scale.min_nodes}",
                 f"set max_nodes to at least {scale.min_nodes}",
             )
+        if scale.max_nodes is not None and scale.warm_nodes > scale.max_nodes:
+            yield Finding(
+                ("pools", i, "autoscale", "warm_nodes"),
+                f"warm_nodes {scale.warm_nodes} is above max_nodes {scale.max_nodes}",
+                f"set warm_nodes to at most {scale.max_nodes}",
+            )
+
+
+def _batch_autoscale(i: int, name: str, nodes: int, max_nodes: int | None) -> Iterator[Finding]:
+    """An autoscaled Azure Batch pool is sized by Batch's formula (``gpupool export
+    azure-batch``); the scheduler plans with ``nodes:``, the most the formula may start."""
+    if max_nodes is None:
+        yield Finding(
+            ("pools", i, "autoscale", "max_nodes"),
+            f"autoscaled azure-batch pool {name!r} has no max_nodes",
+            f"set max_nodes: {nodes} (the same as nodes:, which the scheduler plans with)",
+        )
+    elif max_nodes != nodes:
+        yield Finding(
+            ("pools", i, "nodes"),
+            f"autoscaled azure-batch pool {name!r} has nodes: {nodes} but max_nodes: {max_nodes}",
+            f"set nodes: {max_nodes}: the scheduler plans with nodes:, the most Batch may start",
+        )
 
 
 def check_backend_options(config: ClusterConfig) -> Iterator[Finding]:

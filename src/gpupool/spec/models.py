@@ -44,6 +44,12 @@ class Autoscale(_Strict):
     min_nodes: int = Field(default=0, ge=0)
     max_nodes: int | None = Field(default=None, ge=0)
     node_type: Literal["dedicated", "spot"] = "dedicated"
+    warm_nodes: int = Field(
+        default=0, ge=0, description="Nodes kept up while idle (a warm floor for scarce tiers)."
+    )
+    idle_timeout_s: int = Field(
+        default=600, gt=0, description="Idle time before the pool scales down to its floor."
+    )
 
 
 class Pool(_Strict):
@@ -229,6 +235,12 @@ class SchedulerSettings(_Strict):
     queueing: Literal["best_effort_fifo", "strict_fifo"] = Field(
         default="best_effort_fifo",
         description="strict_fifo: nothing of a team starts while its first job waits.",
+    )
+    requeue_unreachable_after_s: float | None = Field(
+        default=600.0,
+        gt=0,
+        description="An admitted job whose pool's backend has not answered for this long goes "
+        "back to the queue and frees its quota; null: it waits for the backend.",
     )
 
 

@@ -417,6 +417,19 @@ def cancels_due(session: Session) -> Sequence[ColumnRow]:
     ).all()
 
 
+def abandoned_to_stop(session: Session) -> Sequence[ColumnRow]:
+    """(attempt id, job id, number, pool) of attempts given up on before any backend accepted
+    them (lost without a handle) that were not looked for yet: a submission may still have
+    reached the backend unseen."""
+    return session.execute(
+        select(AttemptRow.id, AttemptRow.job_id, AttemptRow.number, AttemptRow.pool).where(
+            AttemptRow.status == JobStatus.LOST.value,
+            AttemptRow.handle.is_(None),
+            AttemptRow.cancel_sent.is_(False),
+        )
+    ).all()
+
+
 def mark_cancel_sent(session: Session, attempt_id: int) -> None:
     session.execute(update(AttemptRow).where(AttemptRow.id == attempt_id).values(cancel_sent=True))
     changes.touch_attempts(session, (attempt_id,))

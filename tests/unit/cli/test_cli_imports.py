@@ -11,7 +11,7 @@ import gpupool
 
 FORBIDDEN = ("server", "state", "controller", "scheduler", "backends")
 PACKAGE = Path(gpupool.__file__).parent
-OPERATOR_MODULES = frozenset({"operator.py", "db.py", "doctor.py"})
+OPERATOR_MODULES = frozenset({"operator.py", "db.py", "doctor.py", "export.py", "export_azure.py"})
 
 
 def imported_modules(path: Path) -> set[str]:

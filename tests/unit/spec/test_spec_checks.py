@@ -145,7 +145,7 @@ CASES = [
             ),
             id=f"pool on {backend}, which has no adapter",
         )
-        for backend in ("kubernetes", "azure-batch", "azure-ml")
+        for backend in ("kubernetes",)
     ),
     pytest.param(
         Case(
@@ -164,6 +164,63 @@ CASES = [
             hint="use 'mode: fixed'",
         ),
         id="autoscale mode, which nothing implements",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: azure-batch
+                        gpu_type: h100
+                        nodes: 4  # <-
+                        node: {gpus: 4}
+                        options: {account_url: "https://a.eastus.batch.azure.com"}
+                        autoscale: {mode: autoscale, max_nodes: 2}
+                """
+            },
+            path="pools[0].nodes",
+            message="autoscaled azure-batch pool 'p' has nodes: 4 but max_nodes: 2",
+            hint="set nodes: 2",
+        ),
+        id="autoscaled Batch pool whose nodes are not its max_nodes",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: azure-batch
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        options: {account_url: "https://a.eastus.batch.azure.com"}
+                        autoscale: {mode: autoscale}  # <-
+                """
+            },
+            path="pools[0].autoscale.max_nodes",
+            message="autoscaled azure-batch pool 'p' has no max_nodes",
+            hint="set max_nodes: 1",
+        ),
+        id="autoscaled Batch pool without max_nodes",
+    ),
+    pytest.param(
+        Case(
+            {
+                "pools": """
+                    pools:
+                      - name: p
+                        backend: local
+                        gpu_type: h100
+                        node: {gpus: 4}
+                        autoscale: {max_nodes: 1, warm_nodes: 2}  # <-
+                """
+            },
+            path="pools[0].autoscale.warm_nodes",
+            message="warm_nodes 2 is above max_nodes 1",
+            hint="set warm_nodes to at most 1",
+        ),
+        id="a warm floor above the maximum",
     ),
     pytest.param(
         Case(

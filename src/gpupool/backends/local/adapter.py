@@ -243,6 +243,16 @@ class LocalBackend:
         env.update(self._gpus.environment(spec.devices[0] if spec.devices else ()))
         return env
 
+    def find(self, key: str) -> JobHandle | None:
+        """The attempt submitted under ``key``, if its directory was claimed (``Finder``)."""
+        if not _SAFE_NAME.match(key):
+            raise BackendRejected(f"attempt key {key!r} cannot be used as a directory")
+        attempt = self.root / key
+        with map_local_errors("look up an attempt"):
+            if not attempt.is_dir():
+                return None
+            return self._handle(key, attempt, ProcessId.from_mapping(read_json(attempt / HANDLE)))
+
     def _await_handle(self, key: str, attempt: Path) -> JobHandle:
         deadline = time.monotonic() + self.options.launch_timeout_s
         tick = _HANDLE_WAIT_FIRST_S

@@ -198,6 +198,18 @@ class RayBackend:
             }
         return request
 
+    def find(self, key: str) -> JobHandle | None:
+        """The job submitted under ``key``, if the cluster knows it (``Finder``)."""
+        client = self._jobs()
+        with self._mapped(f"look up {self._id(key)}"):
+            try:
+                client.get_job_info(self._id(key))
+            except RuntimeError as exc:
+                if not is_not_found(exc):
+                    raise
+                return None
+        return self._handle(key)
+
     def _check_owner(self, spec: JobSpec, job: RayJob) -> None:
         if job.metadata.get(META_KEY) != spec.key or job.metadata.get(META_POOL) != spec.pool:
             raise BackendRejected(

@@ -168,6 +168,24 @@ class SlurmBackend:
             attempt.record_submitted(job_id, name)
         return job_id
 
+    def find(self, key: str) -> JobHandle | None:
+        """The job submitted under ``key``, from its attempt dir or by name (``Finder``)."""
+        if not _SAFE_KEY.match(key):
+            raise BackendRejected(f"attempt key {key!r} cannot be a Slurm job name")
+        attempt = AttemptDir(self.root / key)
+        name = self._job_name(key)
+        with map_slurm_errors("look up a job"):
+            if attempt.path.is_dir():
+                with _locked(attempt.path):
+                    job_id = self._find_job(key, attempt)
+            else:
+                rows = [r for r in self._squeue([name]) if r.name == name]
+                job_id = min((r.job_id for r in rows), key=int, default=None)
+        if job_id is None:
+            return None
+        data = {"workdir": str(attempt.path), "job_name": name}
+        return JobHandle(self.name, self.ctx.pool, job_id, key, data)
+
     def _sbatch(self, spec: JobSpec, attempt: AttemptDir, identity: PosixIdentity | None) -> str:
         user_env = {k: v for k, v in spec.env.items() if k != "CUDA_VISIBLE_DEVICES"}  # Slurm's
         env = contract_env(

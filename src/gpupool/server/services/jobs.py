@@ -398,12 +398,18 @@ class JobService:
         health = self._pool_health(row.pool)
         if health.available:
             return None
+        now = self._clock.monotonic()
         retry = ""
         if health.retry_at is not None:
-            retry = f"; tried again in {max(0.0, health.retry_at - self._clock.monotonic()):.0f} s"
+            retry = f"; tried again in {max(0.0, health.retry_at - now):.0f} s"
+        keeps = "the job keeps its place and GPUs"
+        after = self._config().scheduler.requeue_unreachable_after_s
+        if after is not None and health.down_since is not None:
+            left = max(0.0, after - (now - health.down_since))
+            keeps += f"; it goes back to the queue if the backend is still away in {left:.0f} s"
         return (
             f"admitted on {row.pool}, whose backend cannot be reached: "
-            f"{health.message or 'no reason given'}{retry} (the job keeps its place and GPUs)"
+            f"{health.message or 'no reason given'}{retry} ({keeps})"
         )
 
     def _pools_away(self, row: JobRow) -> str | None:
