@@ -77,7 +77,7 @@ EXPECTED: dict[tuple[str, str], Expect] = {
     ("GET", "/ui/usage"): Expect(SIGNED_IN),
     ("GET", "/ui/usage.csv"): Expect(SIGNED_IN),
     ("GET", "/ui/audit"): Expect(ADMINS),
-    ("GET", "/ui/login"): Expect(everyone(200)),
+    ("GET", "/ui/login"): Expect(statuses(303, 303, 303, 303, 303, 303, 200)),  # signed in: on
     # The form's own CSRF token is not sent here: refused whoever is signed in.
     ("POST", "/ui/login"): Expect(everyone(403)),
     ("POST", "/ui/logout"): Expect(statuses(303, 303, 303, 303, 303, 303, 401)),

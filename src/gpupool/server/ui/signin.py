@@ -107,8 +107,12 @@ def login_form(
     request: Request,
     runtime: RuntimeDep,
     next_: Annotated[str | None, Query(alias="next", max_length=2000)] = None,
-) -> HTMLResponse:
-    return _login_page(request, runtime, web.safe_next(next_))
+) -> Response:
+    try:
+        web.ui_session(request, runtime)
+    except web.SignInRequired:
+        return _login_page(request, runtime, web.safe_next(next_))
+    return web.redirect(web.safe_next(next_))  # signed in already
 
 
 @router.post("/login", name="ui.login.token")
