@@ -138,7 +138,7 @@ def _method(ended: list[End], now: bool) -> tuple[str, str]:
     if history:
         parts.append(
             f"{len(history)} without a limit estimated from up to {past} similar past jobs "
-            "(their mean runtime; range: their 25th to 75th percentile)"
+            "(range: their 25th to 75th percentile runtimes)"
         )
     if defaults:
         parts.append(f"{defaults} with no similar past job taken to run an hour")

@@ -121,7 +121,7 @@ CASES = [
             "past jobs",
             RuntimeModel([("a", "h100", 8, s) for s in (1200.0, 1800.0, 2400.0)]),
         ),
-        id="no limit: the mean of similar past jobs longer than it ran, less what it ran",
+        id="no limit: the median of similar past jobs longer than it ran, less what it ran",
     ),
     pytest.param(
         Case(
@@ -215,7 +215,9 @@ def test_a_spent_budget_stops_after_one_cycle_and_leaves_the_range_unknown() -> 
     assert "time budget" in found.basis
 
 
-def test_heavy_tailed_runtimes_are_estimated_by_their_mean() -> None:
+def test_a_starting_job_runs_the_mean_a_running_one_ends_at_the_median() -> None:
     model = RuntimeModel([("a", "h100", 8, s) for s in (100.0, 100.0, 1000.0)])
     found = model.estimate("a", "h100", 8)
     assert (found.seconds, found.low, found.high) == (400.0, 100.0, 550.0)
+    left = model.remaining("a", "h100", 8, elapsed_s=50.0)
+    assert (left.seconds, left.low, left.high) == (50.0, 50.0, 500.0)
