@@ -229,21 +229,6 @@ class KubernetesBackend:
             env["NVIDIA_VISIBLE_DEVICES"] = "void"
         return env
 
-    def find(self, key: str) -> JobHandle | None:
-        """The Job created for attempt ``key``: from its recorded submission, else looked up by
-        the name the key decides (``Finder``)."""
-        if not _SAFE_KEY.match(key):
-            raise BackendRejected(f"attempt key {key!r} cannot be a directory name")
-        attempt = AttemptDir(self.root / key)
-        with self._mapped("read the attempt directory", BackendMisconfigured):
-            earlier = attempt.submitted() if attempt.path.is_dir() else None
-        if earlier is not None:
-            return self._handle(key, earlier["namespace"], earlier["name"], attempt)
-        located = self._locate(JobHandle(self.name, self.ctx.pool, "", key, {}))
-        if located is None:
-            return None
-        return self._handle(key, *located, attempt)
-
     def _check_owner(self, spec: JobSpec, job: JobView) -> None:
         if job.key != spec.key or job.pool != spec.pool:
             raise BackendRejected(
