@@ -42,6 +42,10 @@ if api_answers; then
     exit 0
 fi
 
+# The Jobs API does not answer, so whatever Ray processes are left here are a head that died or
+# never finished starting (a GCS left behind refuses the next start): stop them first.
+"$VENV/bin/ray" stop --force >/dev/null 2>&1 || true
+
 mkdir -p "$TEMP_DIR"
 log "starting the Ray head (GCS :$GCS_PORT, dashboard :$DASHBOARD_PORT, session files in $TEMP_DIR)"
 "$VENV/bin/ray" start --head \

@@ -454,6 +454,7 @@ def test_a_preempted_task_is_reported_evicted_and_never_rerun(stand_in: BatchSta
 
     assert first.state == later.state == RunState.PREEMPTED
     assert first.message.startswith("evicted: low-priority node")
+    assert first.evicted and later.evicted  # requeued as evicted, never counted as lost
     assert len(stand_in.calls("POST", r"/jobs/.*/terminate")) == 1
     assert stand_in.task("gpupool-t4-pool", handle.provider_id).runs == 1
 

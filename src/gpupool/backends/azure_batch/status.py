@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpupool.backends.base import BackendStatus, RunState
+from gpupool.backends.base import BackendStatus, RunState, evicted
 
 CANCEL_CODES = frozenset({"TaskEnded"})
 _MESSAGE_MAX = 300
@@ -109,13 +109,11 @@ def verdict(task: BatchTaskView | None) -> Verdict:
         return Verdict(BackendStatus(RunState.SUCCEEDED, exit_code=code if code is not None else 0))
     if task.requeue_count > 0:
         where = f" {task.node_id}" if task.node_id else ""
-        message = (
-            f"evicted: low-priority node{where} preempted by Azure "
+        why = (
+            f"low-priority node{where} preempted by Azure "
             f"(Batch requeued the task {task.requeue_count}x)"
         )
-        return Verdict(
-            BackendStatus(RunState.PREEMPTED, code, message), stop=task.state != "completed"
-        )
+        return Verdict(evicted(why, code), stop=task.state != "completed")
     match task.state:
         case "active" | "preparing":
             return Verdict(BackendStatus(RunState.PENDING))
