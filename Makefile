@@ -74,6 +74,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/api.py --json > bench/results/api.json
 	$(BIN)/python bench/scheduler.py --size S --json > bench/results/scheduler-S.json
 	$(BIN)/python bench/scheduler.py --size M --json > bench/results/scheduler-M.json
+	$(BIN)/python bench/forecast.py --size M --json > bench/results/forecast-M.json
 	$(BIN)/python bench/controller.py --json > bench/results/controller.json
 	$(BIN)/python bench/accounting.py --json > bench/results/accounting.json
 	$(BIN)/python bench/simulator.py --json > bench/results/simulator.json

@@ -17,8 +17,9 @@ as it was). An estimate is therefore "if nothing else happens". Its range comes 
 runs, with every estimated runtime at the 25th and at the 75th percentile of its similar jobs
 (runtime limits stay as they are: a job ends by its limit at the latest).
 
-Bounded: each cycle is handed only the first ``Limits.window`` jobs of each team's queue (and
-the jobs asked about); a run stops when every job asked about has started, after
+Bounded: each cycle is handed only the first ``Limits.window`` jobs of each team's queue (the
+team of a job asked about: up to it; a team whose last shown job was admitted: twice as many,
+and the cycle is decided again); a run stops when every job asked about has started, after
 ``Limits.max_cycles`` cycles, past ``Limits.horizon_s`` of virtual time, or when the caller's
 ``stop`` says its time is up; a job not started by then gets no start.
 
@@ -60,8 +61,9 @@ class Limits:
     max_cycles: int = 1000
     horizon_s: float = 7 * 86400.0
     # Each team's first ``window`` queued jobs are handed to each forward cycle (None: whole
-    # queues), plus the jobs asked about: a cycle's cost grows with the jobs it is handed, and
-    # a team starts only a few of its jobs per cycle. The window slides as they start.
+    # queues), and for the team of a job asked about every job ahead of it: a cycle's cost
+    # grows with the jobs it is handed, and a team starts only a few of its jobs per cycle.
+    # The window slides as they start, and doubles for a team whose last shown job started.
     window: int | None = 8
 
 
@@ -198,29 +200,33 @@ class _Forward:
         # about. Every job not loaded comes after every prefix job, so the first ``window``
         # jobs of a loaded queue are those of the whole queue, at a cost that does not grow
         # with the queues. All asked (``targets`` None) or no window: every job is loaded.
-        self._window = None if targets is None else window
+        # A team's window reaches at least to the jobs of it asked about: they never pass the
+        # team's earlier jobs by being shown without them. It doubles when a cycle admitted
+        # the last job it showed (see _cycle).
+        self._windows: dict[str, int | None] = {}
         self._rest: dict[str, tuple[PendingJob, ...]] = {}
         self._cursor: dict[str, int] = {}
         self._prefix: set[str] = set()
         self._in_prefix: dict[str, int] = {}
+        wanted = set() if targets is None else set(targets)
         for team, jobs in groups.items():
             if team not in snapshot.teams:
                 continue
             self.queues[team] = TeamQueue()
             self._rest[team], self._cursor[team], self._in_prefix[team] = jobs, 0, 0
+            reach = window
+            if targets is None:
+                reach = None
+            elif window is not None and wanted:
+                last = max((i for i, job in enumerate(jobs) if job.id in wanted), default=-1)
+                reach = max(window, last + 1)
+            self._windows[team] = reach
             self._top_up(team, bulk=True)
-        if targets is not None and self._window is not None:
-            wanted = set(targets) - self.pending.keys()
-            for team, jobs in self._rest.items():
-                for job in jobs[self._cursor[team] :] if wanted else ():
-                    if job.id in wanted:
-                        self._load(job, bulk=True)
-                        wanted.discard(job.id)
         self._waits.sort()
 
     def _top_up(self, team: str, bulk: bool = False) -> None:
         """Load the team's next jobs until its prefix holds ``window`` queued jobs."""
-        rest, window = self._rest[team], self._window
+        rest, window = self._rest[team], self._windows[team]
         at = self._cursor[team]
         while at < len(rest) and (window is None or self._in_prefix[team] < window):
             job = rest[at]
@@ -263,7 +269,7 @@ class _Forward:
             if stop is not None and result.cycles and stop():
                 result.cut = "budget"
                 break
-            preempted, protected = self._cycle(limits.window, asked)
+            preempted, protected = self._cycle(asked)
             wanted.difference_update(result.starts)
             if not wanted or not self.pending:
                 break
@@ -287,9 +293,7 @@ class _Forward:
             result.cut = ""
         return result
 
-    def _cycle(
-        self, window: int | None, asked: Mapping[str, frozenset[str]]
-    ) -> tuple[bool, float | None]:
+    def _cycle(self, asked: Mapping[str, frozenset[str]]) -> tuple[bool, float | None]:
         snapshot = Snapshot(
             now=self.now,
             pools=self._views(),
@@ -298,12 +302,24 @@ class _Forward:
             nominations=self.nominations,
             budgets=self.snapshot.budgets,
         )
-        groups = {
-            team: _window(q.jobs(), window, asked.get(team, frozenset()))
-            for team, q in sorted(self.queues.items())
-            if len(q)
-        }
-        outcome = self.parking.cycle(snapshot, self.policy, groups)
+        while True:
+            groups = {
+                team: _window(q.jobs(), self._windows[team], asked.get(team, frozenset()))
+                for team, q in sorted(self.queues.items())
+                if len(q)
+            }
+            outcome = self.parking.cycle(snapshot, self.policy, groups)
+            # A team whose last shown job was admitted might have started more: show it twice
+            # as many and decide the cycle again (nothing of this attempt was applied).
+            admitted = {a.job_id for a in outcome.admissions}
+            widened = [team for team in groups if self._binding(team, admitted)]
+            if not widened:
+                break
+            for team in widened:
+                shown = self._windows[team]
+                assert shown is not None
+                self._windows[team] = 2 * shown
+                self._top_up(team)
         self.result.cycles += 1
         self.nominations = outcome.nominations
         for preemption in outcome.preemptions:
@@ -341,6 +357,14 @@ class _Forward:
         for team in sorted(topped):
             self._top_up(team)
         return bool(outcome.preemptions), outcome.protected_until
+
+    def _binding(self, team: str, admitted: set[str]) -> bool:
+        window = self._windows[team]
+        if window is None:
+            return False
+        jobs = self.queues[team].jobs()
+        hidden = len(jobs) > window or self._cursor[team] < len(self._rest[team])
+        return hidden and len(jobs) >= window and jobs[window - 1].id in admitted
 
     def _end_due(self) -> None:
         while self.ends and self.ends[0][0] <= self.now:

@@ -17,7 +17,7 @@ them all is taken to run half as long again (0 to as long again).
 
 On the first 10,000 Philly jobs (docs/forecast.md), medians for both put forecasts of the jobs
 that waited at a quarter of their waits, means for both at 2-3 times them; this choice gave a
-median error of 1.2 h on a median wait of 5.2 h.
+median error of 1.2 h on a median wait of 5.0 h.
 
 Pure: the samples are handed in (the server reads them from the store, the simulator from
 its own finished jobs); nothing here reads a clock or a store.

@@ -221,3 +221,27 @@ def test_a_starting_job_runs_the_mean_a_running_one_ends_at_the_median() -> None
     assert (found.seconds, found.low, found.high) == (400.0, 100.0, 550.0)
     left = model.remaining("a", "h100", 8, elapsed_s=50.0)
     assert (left.seconds, left.low, left.high) == (50.0, 50.0, 500.0)
+
+
+def test_a_job_never_passes_its_teams_earlier_jobs_hidden_by_the_window() -> None:
+    ahead = [queued(f"q{i:02d}", 1, limit=100, at=float(i)) for i in range(1, 20)]
+    world = World([], [*ahead, queued("q20", 1, limit=100, at=20.0)])
+    for window in (3, None):
+        run = run_forward(
+            world.snapshot(), world.groups(), Policy(), NO_HISTORY, ("q20",), Limits(window=window)
+        )
+        # eight at a time on the one 8-GPU node: q01-q08 now, q09-q16 at +100, the rest at +200
+        assert run.starts["q20"].at == NOW + 200, window
+
+
+def test_a_window_whose_last_job_starts_is_widened() -> None:
+    # team b's eight 1-GPU jobs all fit at once; a window of 2 would start two per cycle
+    others = [queued(f"b{i}", 1, limit=100, team="b", at=float(i)) for i in range(6)]
+    world = World([], [*others, queued("a1", 4, limit=100, team="a", at=10.0)])
+    shown = run_forward(
+        world.snapshot(), world.groups(), Policy(), NO_HISTORY, ("a1",), Limits(window=2)
+    )
+    whole = run_forward(
+        world.snapshot(), world.groups(), Policy(), NO_HISTORY, ("a1",), Limits(window=None)
+    )
+    assert shown.starts == whole.starts
