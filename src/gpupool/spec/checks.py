@@ -39,7 +39,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from gpupool.backends.registry import implemented
 from gpupool.data.roots import RootProblem, parse_root
 from gpupool.spec.currencies import ISO_4217
-from gpupool.spec.models import BACKENDS, NAME_PATTERN, ClusterConfig, Quota
+from gpupool.spec.models import BACKENDS, NAME_PATTERN, ClusterConfig, Pool, Quota
 from gpupool.spec.problems import (
     Finding,
     did_you_mean,
@@ -458,6 +458,17 @@ def check_webhooks(config: ClusterConfig) -> Iterator[Finding]:
 
 
 # Which runtimes each backend can run images with (docs/containers.md).
+# Backends whose adapters run every job from an image by nature (a pod's container, an Azure ML
+# environment): their pools run images without a ``container_runtime``, and ``allowed_images``
+# alone says which.
+NATIVE_IMAGE_BACKENDS = ("kubernetes", "azure-ml")
+
+
+def runs_images(pool: Pool) -> bool:
+    """Whether jobs with an ``image`` may run on ``pool``."""
+    return pool.container_runtime is not None or pool.backend in NATIVE_IMAGE_BACKENDS
+
+
 RUNTIMES_BY_BACKEND: dict[str, tuple[str, ...]] = {
     "local": ("podman", "docker"),
     "slurm": ("pyxis", "podman", "apptainer"),
@@ -476,7 +487,7 @@ def check_containers(config: ClusterConfig) -> Iterator[Finding]:
                 f"{pool.backend} pools cannot run images with {runtime}",
                 f"use one of: {', '.join(fits)}" if fits else "remove container_runtime",
             )
-        if runtime is None and pool.allowed_images:
+        if not runs_images(pool) and pool.allowed_images:
             yield Finding(
                 ("pools", i, "allowed_images"),
                 f"pool {pool.name!r} allows images but has no container_runtime to run them",

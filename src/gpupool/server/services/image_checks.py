@@ -2,7 +2,8 @@
 
 A job with ``image`` may only be placed on pools that run it: the scheduler places a job on any
 pool of its gpu types (and pinned backend) that its team may use, so every such pool large
-enough for the job must have a ``container_runtime`` and allow the image (``allowed_images``).
+enough for the job must run images (a ``container_runtime``, or a backend that runs every job
+from an image: ``spec.checks.NATIVE_IMAGE_BACKENDS``) and allow the image (``allowed_images``).
 Otherwise the submit is refused with one 422 naming ``image`` and the pools that would run it,
 so the user can pin ``gpu_types`` or ``backend`` to them. Never a silent failure at dispatch.
 
@@ -17,6 +18,7 @@ from gpupool.core.errors import InvalidRequest
 from gpupool.core.images import ImageProblem, check_reference, is_allowed
 from gpupool.data.paths import PathProblem, check_path
 from gpupool.server.schemas import JobSubmit
+from gpupool.spec.checks import runs_images
 from gpupool.spec.models import ClusterConfig, Pool
 
 
@@ -107,7 +109,7 @@ def reachable_pools(body: JobSubmit, team: str, config: ClusterConfig) -> list[P
 def _pool_problem(image: str, pools: list[Pool]) -> str | None:
     if not pools:
         return None  # the resource checks already said no pool fits
-    running = [p for p in pools if p.container_runtime is not None]
+    running = [p for p in pools if runs_images(p)]
     allowing = [p for p in running if is_allowed(image, p.allowed_images)]
     if not running:
         return (
