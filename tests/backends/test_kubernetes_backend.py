@@ -272,7 +272,9 @@ def test_logs_come_in_chunks_of_at_most_one_mebibyte(api: KubeApiServer, tmp_pat
 
 
 def test_the_outcome_outlives_the_job(api: KubeApiServer, tmp_path: Path) -> None:
-    backend = backend_for(api, tmp_path / "state", ttl_after_finished_s=1)
+    # A TTL long enough for the first poll to see the end even on a busy machine: the outcome
+    # it records is what must outlive the Job.
+    backend = backend_for(api, tmp_path / "state", ttl_after_finished_s=3)
     brief = spec("brief", "import sys; sys.exit(5)")
     handle = backend.submit(brief)
     assert wait(backend, handle).exit_code == 5

@@ -51,6 +51,7 @@ from gpupool.backends.base import (
     LogChunk,
 )
 from gpupool.backends.errors import BackendError, BackendMisconfigured, BackendRejected
+from gpupool.backends.validation import check_spec
 
 LOG_CHUNK_MAX = 1 << 20  # bytes per logs() call
 LOG_FILE = "stdout.txt"  # the wrapper joins stderr to it (see .task)
@@ -126,17 +127,12 @@ class AzureBatchBackend:
         return self._handle(spec.key, body["id"])
 
     def _validate(self, spec: JobSpec) -> None:
-        if spec.pool != self.ctx.pool:
-            raise BackendRejected(f"job is for pool {spec.pool!r}, this is {self.ctx.pool!r}")
+        check_spec(spec, self.ctx.pool)
         if spec.nodes != 1:
             raise BackendRejected(
                 f"azure-batch pools run single-node jobs only; this job asks for {spec.nodes} "
                 "nodes (multi-instance tasks are not supported yet)"
             )
-        if not spec.command:
-            raise BackendRejected("the job has no command")
-        if spec.max_runtime_s is not None and spec.max_runtime_s <= 0:
-            raise BackendRejected(f"max_runtime_s must be positive, got {spec.max_runtime_s}")
 
     def _ensure_job(self, client: Any) -> None:
         """The pool's Batch job exists (and, with ``create_pool``, its Batch pool)."""

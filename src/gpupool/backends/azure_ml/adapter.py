@@ -44,6 +44,7 @@ from gpupool.backends.base import (
     LogChunk,
 )
 from gpupool.backends.errors import BackendError, BackendMisconfigured, BackendRejected
+from gpupool.backends.validation import check_spec
 
 LOG_CHUNK_MAX = 1 << 20
 LOG_FILE = "user_logs/std_log.txt"
@@ -112,17 +113,12 @@ class AzureMLBackend:
         return self._handle(spec.key, job.name)
 
     def _validate(self, spec: JobSpec) -> None:
-        if spec.pool != self.ctx.pool:
-            raise BackendRejected(f"job is for pool {spec.pool!r}, this is {self.ctx.pool!r}")
+        check_spec(spec, self.ctx.pool)
         if spec.nodes != 1:
             raise BackendRejected(
                 f"azure-ml pools run single-node jobs only; this job asks for {spec.nodes} "
                 "nodes (distributed command jobs are not supported yet)"
             )
-        if not spec.command:
-            raise BackendRejected("the job has no command")
-        if spec.max_runtime_s is not None and spec.max_runtime_s <= 0:
-            raise BackendRejected(f"max_runtime_s must be positive, got {spec.max_runtime_s}")
         if not spec.image and not self.options.environment:
             raise BackendRejected(
                 f"pool {self.ctx.pool!r} has no environment and the job names no image: set "

@@ -63,6 +63,7 @@ from gpupool.backends.kubernetes.naming import (
 )
 from gpupool.backends.kubernetes.options import KubernetesOptions, Taint
 from gpupool.backends.kubernetes.status import JobView, exit_code_of_pods, verdict
+from gpupool.backends.validation import check_spec
 
 LOG_CHUNK_MAX = 1 << 20  # bytes per logs() call
 _SAFE_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # a directory name
@@ -182,10 +183,7 @@ class KubernetesBackend:
         return self._handle(spec.key, namespace, name, attempt)
 
     def _validate(self, spec: JobSpec) -> None:
-        if spec.pool != self.ctx.pool:
-            raise BackendRejected(f"job is for pool {spec.pool!r}, this is {self.ctx.pool!r}")
-        if not spec.command:
-            raise BackendRejected("the job has no command")
+        check_spec(spec, self.ctx.pool)
         if not _SAFE_KEY.match(spec.key):
             raise BackendRejected(f"attempt key {spec.key!r} cannot be a directory name")
         if spec.nodes < 1 or spec.gpus_per_node < 0 or spec.cpus < 0 or spec.memory_gb < 0:
@@ -193,8 +191,6 @@ class KubernetesBackend:
                 f"invalid shape: {spec.nodes} nodes x {spec.gpus_per_node} GPUs, "
                 f"{spec.cpus} CPUs, {spec.memory_gb} GB"
             )
-        if spec.max_runtime_s is not None and spec.max_runtime_s <= 0:
-            raise BackendRejected(f"max_runtime_s must be positive, got {spec.max_runtime_s}")
         bad = sorted(name for name in spec.env if not _ENV_NAME.match(name))
         if bad:
             raise BackendRejected(f"environment variable names Kubernetes refuses: {bad}")

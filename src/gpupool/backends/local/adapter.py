@@ -74,6 +74,7 @@ from gpupool.backends.local.runner import (
     write_json_atomic,
 )
 from gpupool.backends.local.spawner import Spawner
+from gpupool.backends.validation import check_spec
 
 LOG_CHUNK_MAX = 1 << 20  # bytes per logs() call
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # becomes a directory name
@@ -162,21 +163,16 @@ class LocalBackend:
             return self._await_handle(spec.key, attempt)
 
     def _validate(self, spec: JobSpec) -> None:
-        if spec.pool != self.ctx.pool:
-            raise BackendRejected(f"job is for pool {spec.pool!r}, this is {self.ctx.pool!r}")
+        check_spec(spec, self.ctx.pool)
         if spec.nodes != 1 or len(spec.devices) > 1:
             raise BackendRejected(
                 f"local pools run single-node jobs only; this job asks for {spec.nodes} nodes "
                 "(use a pool whose backend runs multi-node jobs: slurm, ray, kubernetes)"
             )
-        if not spec.command:
-            raise BackendRejected("the job has no command")
         if spec.image:
             container.check_image(spec, self.ctx.container, self.ctx.container.allowed_images)
         if not _SAFE_NAME.match(spec.key):
             raise BackendRejected(f"attempt key {spec.key!r} cannot be used as a directory")
-        if spec.max_runtime_s is not None and spec.max_runtime_s <= 0:
-            raise BackendRejected(f"max_runtime_s must be positive, got {spec.max_runtime_s}")
         devices = spec.devices[0] if spec.devices else ()
         if len(devices) != spec.gpus_per_node or len(set(devices)) != len(devices):
             raise BackendRejected(

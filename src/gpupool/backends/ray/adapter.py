@@ -56,6 +56,7 @@ from gpupool.backends.ray.status import (
     RayJob,
     verdict,
 )
+from gpupool.backends.validation import check_spec
 
 LOG_CHUNK_MAX = 1 << 20  # bytes per logs() call
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # a directory and a submission id
@@ -140,15 +141,12 @@ class RayBackend:
         return self._handle(spec.key)
 
     def _validate(self, spec: JobSpec) -> None:
-        if spec.pool != self.ctx.pool:
-            raise BackendRejected(f"job is for pool {spec.pool!r}, this is {self.ctx.pool!r}")
+        check_spec(spec, self.ctx.pool)
         if spec.nodes != 1:
             raise BackendRejected(
                 f"ray pools run single-node jobs only; this job asks for {spec.nodes} nodes "
                 "(multi-node jobs need Ray placement groups, not supported yet)"
             )
-        if not spec.command:
-            raise BackendRejected("the job has no command")
         if spec.image:
             supported, version = image.image_uri_supported()
             work = self.root.absolute() / spec.key / WORK
@@ -157,8 +155,6 @@ class RayBackend:
             )
         if not _SAFE_NAME.match(spec.key):
             raise BackendRejected(f"attempt key {spec.key!r} cannot be a Ray submission id")
-        if spec.max_runtime_s is not None and spec.max_runtime_s <= 0:
-            raise BackendRejected(f"max_runtime_s must be positive, got {spec.max_runtime_s}")
         if spec.gpus_per_node < 0 or spec.cpus < 0 or spec.memory_gb < 0:
             raise BackendRejected("gpus_per_node, cpus and memory_gb must not be negative")
 

@@ -66,6 +66,7 @@ from gpupool.backends.slurm.parsers import (
 )
 from gpupool.backends.slurm.script import ScriptOptions, render_batch_script
 from gpupool.backends.slurm.status import PENDING_STATES, job_status
+from gpupool.backends.validation import check_spec
 
 LOG_CHUNK_MAX = 1 << 20  # bytes per logs() call
 NAMES_PER_SQUEUE = 200  # keeps the command line short; one call covers a typical poll
@@ -135,10 +136,7 @@ class SlurmBackend:
                 return self._handle(spec, attempt, job_id)
 
     def _validate(self, spec: JobSpec) -> None:
-        if spec.pool != self.ctx.pool:
-            raise BackendRejected(f"job is for pool {spec.pool!r}, this is {self.ctx.pool!r}")
-        if not spec.command:
-            raise BackendRejected("the job has no command")
+        check_spec(spec, self.ctx.pool)
         if spec.image:
             check_image(spec, self.ctx.container, RUNTIMES, "slurm")
             secret = spec.container.pull_secret if spec.container else None
@@ -151,8 +149,6 @@ class SlurmBackend:
             raise BackendRejected(f"attempt key {spec.key!r} cannot be a Slurm job name")
         if spec.nodes < 1 or spec.gpus_per_node < 0:
             raise BackendRejected(f"invalid shape: {spec.nodes} nodes x {spec.gpus_per_node} GPUs")
-        if spec.max_runtime_s is not None and spec.max_runtime_s <= 0:
-            raise BackendRejected(f"max_runtime_s must be positive, got {spec.max_runtime_s}")
         bad = sorted(name for name in spec.env if not _ENV_NAME.match(name))
         if bad:
             raise BackendRejected(f"environment variable names not valid in a shell: {bad}")
