@@ -3,12 +3,14 @@ elsewhere (another process writing the store) stops the token when the window en
 
 from __future__ import annotations
 
+from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from gpupool.auth import tokens as token_auth
+from gpupool.core.errors import Unauthenticated
 from gpupool.state import tokens as token_rows
 from gpupool.state.models import TokenRow
 from support.apikit import Api
@@ -87,3 +89,32 @@ def test_a_revocation_in_this_process_applies_at_once(api: Api, clock: FakeTime)
     with api.runtime.sessions.begin() as session:
         token_auth.revoke_token(session, api.tokens["bob"].split("_")[1], api.runtime.clock.now())
     assert status(api, "bob") == 401
+
+
+def test_the_event_loop_check_needs_the_row_read_within_the_window(
+    api: Api, clock: FakeTime
+) -> None:
+    """``verify_cached_token`` (what the request's event loop runs, no store): None until the
+    row was read, then the same verdicts as the store path, and None again once it is old."""
+    bearer, now = api.tokens["alice"], api.runtime.clock.now()
+    token_auth._cache.clear()
+    assert token_auth.verify_cached_token(bearer, now) is None
+    assert status(api, "alice") == 200  # read through the store once
+    row = token_auth.verify_cached_token(bearer, now)
+    assert row is not None and row.user == "alice"
+    with pytest.raises(Unauthenticated, match="invalid API token"):
+        token_auth.verify_cached_token(bearer[:-4] + "AAAA", now)
+    with pytest.raises(Unauthenticated, match="invalid API token"):
+        token_auth.verify_cached_token("not-a-token", now)
+    clock.now += token_auth.CACHE_S
+    assert token_auth.verify_cached_token(bearer, now) is None
+
+
+def test_an_expired_token_is_refused_from_memory_too(api: Api, clock: FakeTime) -> None:
+    assert status(api, "alice") == 200
+    row = token_auth.verify_cached_token(api.tokens["alice"], api.runtime.clock.now())
+    assert row is not None
+    later = api.runtime.clock.now() + timedelta(days=1)
+    token_auth._cache[row.id].row.expires_at = later - timedelta(seconds=1)
+    with pytest.raises(Unauthenticated, match="expired"):
+        token_auth.verify_cached_token(api.tokens["alice"], later)

@@ -89,6 +89,7 @@ from gpupool.state.models import AttemptRow, JobRow
 log = logging.getLogger(__name__)
 
 MIN_TICK_GAP_S = 0.05
+MIN_URGENT_GAP_S = 0.01
 FULL_CYCLE_S = 10.0
 STORE_RETRY_FIRST_S = 0.5
 STORE_RETRY_MAX_S = 5.0
@@ -123,6 +124,7 @@ class Controller:
         self._recorded: set[int] = set()  # ... whose submit ended and was written to the store
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        self._urgent = threading.Event()  # a backend answered: end the rest between ticks
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last = TickStats()
@@ -152,7 +154,7 @@ class Controller:
             execution,
             clock,
             self.backoff,
-            lambda: self.wake(reschedule=False),
+            lambda: self.wake(reschedule=False, urgent=True),
             config,
         )
         # The nodes of the pools the controller sizes itself (autoscaler.py).
@@ -177,16 +179,22 @@ class Controller:
 
     def stop(self) -> None:
         self._stop.set()
+        self._urgent.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
         self.leader.stop()
 
-    def wake(self, reschedule: bool = True) -> None:
+    def wake(self, reschedule: bool = True, urgent: bool = False) -> None:
         """Run a tick soon; ``reschedule``: something changed that the scheduler must see
-        (a submit, a cancel, freed capacity). Without it the tick only syncs and dispatches."""
+        (a submit, a cancel, freed capacity). Without it the tick only syncs and dispatches.
+        ``urgent``: a backend answered (a poll that may have freed GPUs, a submission to
+        record): the tick runs after ``MIN_URGENT_GAP_S`` instead of the rest after a long
+        tick, so freed GPUs are given out again at once."""
         if reschedule:
             self._dirty = True
+        if urgent:
+            self._urgent.set()
         self._wake.set()
 
     def _run(self) -> None:
@@ -208,13 +216,18 @@ class Controller:
             # Wakes (one per submit) are coalesced: under a burst the loop waits at least
             # MIN_TICK_GAP_S, and at least twice as long as its last tick took, so it never
             # takes more than about a third of the process (and its GIL) from the API. The
-            # time spent idle waiting for a wake counts towards that gap.
+            # time spent idle waiting for a wake counts towards that gap. A backend's answer
+            # cuts the rest short: it is what turns freed GPUs into started jobs.
             took = self._clock.monotonic() - started
             self._wake.wait(self._config().scheduler.cycle_interval_s)
             self._wake.clear()
             rest = max(MIN_TICK_GAP_S, 3 * took) - (self._clock.monotonic() - started)
+            if rest > 0 and not self._urgent.wait(rest):
+                continue
+            rest = MIN_URGENT_GAP_S - (self._clock.monotonic() - started)
             if rest > 0:
                 self._stop.wait(rest)
+            self._urgent.clear()
 
     def _store_lost(self, why: str) -> float:
         """Pause: say so once per outage; how long to wait before the next try."""
@@ -609,7 +622,7 @@ class Controller:
                     self._recorded.add(attempt_id)
                 self._inflight.discard(attempt_id)
             # Sync soon to see it running; a failed submit requeued the job: reschedule.
-            self.wake(reschedule=not isinstance(result, JobHandle))
+            self.wake(reschedule=not isinstance(result, JobHandle), urgent=True)
 
     def _record_submission(self, attempt_id: int, spec: JobSpec, result: SubmitResult) -> None:
         now = self._clock.now()

@@ -110,10 +110,14 @@ class BackendSync:
         now = self._clock.now()
         config = None if self._config is None else self._config()
         evicted: list[tuple[str, tuple[str, ...]]] = []
+        keys = {}
+        for key in statuses:
+            job_id, _, number = key.rpartition(".")
+            keys[key] = (job_id, int(number))
         with self._sessions.begin() as session:
+            active = jobs.active_attempts(session, list(keys.values()))
             for key, status in statuses.items():
-                job_id, _, number = key.rpartition(".")
-                found = jobs.active_attempt(session, job_id, int(number))
+                found = active.get(keys[key])
                 if found is not None:
                     attempt = found[1]
                     apply_status(session, found[0], attempt, status, now, config)

@@ -71,7 +71,12 @@ def audit_note(request: Request) -> AuditNote:
     return note
 
 
-AuditNoteDep = Annotated[AuditNote, Depends(audit_note)]
+async def _audit_note_dep(request: Request) -> AuditNote:
+    # async: no I/O, and a sync dependency would cost a hop to a worker thread per request.
+    return audit_note(request)
+
+
+AuditNoteDep = Annotated[AuditNote, Depends(_audit_note_dep)]
 
 
 def audit_in(request: Request, status: int) -> Callable[[Session, str, str], None]:

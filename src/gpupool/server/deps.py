@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from gpupool.auth.principal import Principal
 from gpupool.core.errors import Unauthenticated
@@ -28,7 +29,7 @@ _BEARER = HTTPBearer(
 )
 
 
-def get_principal(
+async def get_principal(
     request: Request,
     runtime: Annotated[Runtime, Depends(get_runtime)],
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_BEARER)],
@@ -36,7 +37,11 @@ def get_principal(
     bearer = credentials.credentials.strip() if credentials is not None else ""
     if not bearer:
         raise Unauthenticated("missing bearer token; pass 'Authorization: Bearer <token>'")
-    principal = runtime.auth.authenticate(bearer)
+    # A token read moments ago is checked here; only one the store must be asked about (or
+    # an OIDC token, whose keys may have to be fetched) costs a hop to a worker thread.
+    principal = runtime.auth.authenticate_cached(bearer)
+    if principal is None:
+        principal = await run_in_threadpool(runtime.auth.authenticate, bearer)
     request.state.principal = principal  # the audit trail names who made a mutation
     return principal
 

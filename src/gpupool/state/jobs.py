@@ -41,6 +41,7 @@ from gpupool.state.db import rows_changed as _changed
 from gpupool.state.models import AttemptRow, EventRow, JobRow
 
 _ACTIVE = [s.value for s in ACTIVE]
+_CHUNK = 500  # ids per IN list
 
 
 def add(session: Session, job: JobRow) -> None:
@@ -301,6 +302,28 @@ def newest_attempt_with_handle(session: Session, job_id: str) -> AttemptRow | No
         .order_by(AttemptRow.number.desc())
         .limit(1)
     )
+
+
+def active_attempts(
+    session: Session, keys: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[JobRow, AttemptRow]]:
+    """:func:`active_attempt` for many ``(job id, number)`` at once, in two queries per
+    ``_CHUNK`` keys (not two per key): the ones still active, by key."""
+    found: dict[tuple[str, int], tuple[JobRow, AttemptRow]] = {}
+    wanted = set(keys)
+    ids = sorted({job_id for job_id, _ in wanted})
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        by_id = {j.id: j for j in session.scalars(select(JobRow).where(JobRow.id.in_(chunk)))}
+        attempts = session.scalars(
+            select(AttemptRow).where(AttemptRow.job_id.in_(chunk), AttemptRow.status.in_(_ACTIVE))
+        )
+        for attempt in attempts:
+            key = (attempt.job_id, attempt.number)
+            job = by_id.get(attempt.job_id)
+            if key in wanted and job is not None:
+                found[key] = (job, attempt)
+    return found
 
 
 def active_attempt(session: Session, job_id: str, number: int) -> tuple[JobRow, AttemptRow] | None:

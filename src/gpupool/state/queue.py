@@ -250,24 +250,28 @@ def admit(
     """Admit the queued job as attempt ``attempt + 1``; the new number, or None when the job
     changed since it was read (a cancel that raced with the cycle wins)."""
     number = attempt + 1
-    won = _changed(
-        session,
-        update(JobRow)
-        .where(
-            JobRow.id == job_id,
-            JobRow.status == JobStatus.QUEUED.value,
-            JobRow.attempt == attempt,
+    # Neither flushes the rows added by the cycle's earlier admissions (they go in at commit,
+    # together) nor looks for this job among the session's objects (the cycle loads none).
+    with session.no_autoflush:
+        won = _changed(
+            session,
+            update(JobRow)
+            .where(
+                JobRow.id == job_id,
+                JobRow.status == JobStatus.QUEUED.value,
+                JobRow.attempt == attempt,
+            )
+            .values(
+                status=JobStatus.ADMITTED.value,
+                attempt=number,
+                pool=pool,
+                gpu_type=gpu_type,
+                pending_reasons=[],
+                reasons_at=now,
+                message="",
+            )
+            .execution_options(synchronize_session=False),
         )
-        .values(
-            status=JobStatus.ADMITTED.value,
-            attempt=number,
-            pool=pool,
-            gpu_type=gpu_type,
-            pending_reasons=[],
-            reasons_at=now,
-            message="",
-        ),
-    )
     if not won:
         return None
     changes.touch(session, (job_id,))

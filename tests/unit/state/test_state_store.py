@@ -138,3 +138,39 @@ def test_the_day_rollups_are_back_filled_from_the_hours(tmp_path: Path) -> None:
         (day + timedelta(days=1), 3_600_000, 1_000),
     ]
     engine.dispose()
+
+
+def test_active_attempts_are_read_together_and_ended_ones_left_out(engine: Engine) -> None:
+    from gpupool.state import jobs as job_rows
+    from gpupool.state.models import AttemptRow
+
+    def attempt(job_id: str, number: int, status: str) -> AttemptRow:
+        return AttemptRow(
+            job_id=job_id,
+            number=number,
+            status=status,
+            pool="p",
+            gpu_type="h100",
+            placements=[],
+            admitted_at=T0,
+        )
+
+    sessions = session_factory(engine)
+    with sessions.begin() as session:
+        session.add_all([job("j-a"), job("j-b"), job("j-c")])
+        session.flush()
+        session.add_all(
+            [
+                attempt("j-a", 1, "lost"),
+                attempt("j-a", 2, "running"),
+                attempt("j-b", 1, "admitted"),
+                attempt("j-c", 1, "succeeded"),
+            ]
+        )
+    wanted = [("j-a", 1), ("j-a", 2), ("j-b", 1), ("j-c", 1), ("j-gone", 1)]
+    with sessions() as session:
+        found = job_rows.active_attempts(session, wanted)
+        singles = {key: job_rows.active_attempt(session, *key) for key in wanted}
+    assert sorted(found) == [("j-a", 2), ("j-b", 1)]
+    assert {k for k, v in singles.items() if v is not None} == set(found)
+    assert all(j.id == key[0] and a.number == key[1] for key, (j, a) in found.items())
