@@ -84,6 +84,7 @@ from gpupool.scheduler import (
 from gpupool.spec.models import ClusterConfig
 from gpupool.state import changes, identities, jobs, queue
 from gpupool.state.db import Session, SessionFactory, store_outage
+from gpupool.state.group_commit import GroupCommit
 from gpupool.state.models import AttemptRow, JobRow
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,7 @@ class Controller:
         self._inflight: set[int] = set()  # attempt ids whose submit is running
         self._recorded: set[int] = set()  # ... whose submit ended and was written to the store
         self._lock = threading.Lock()
+        self._records = GroupCommit(sessions)  # what backends answered to submissions
         self._wake = threading.Event()
         self._urgent = threading.Event()  # a backend answered: end the rest between ticks
         self._stop = threading.Event()
@@ -625,14 +627,16 @@ class Controller:
             self.wake(reschedule=not isinstance(result, JobHandle), urgent=True)
 
     def _record_submission(self, attempt_id: int, spec: JobSpec, result: SubmitResult) -> None:
+        """Write what the backend answered. Submissions that end together (a burst, a drain)
+        are written in one transaction (``GroupCommit``), not one each."""
         now = self._clock.now()
-        with self._sessions.begin() as session:
+
+        def write(session: Session) -> None:
             attempt = jobs.attempt(session, attempt_id)
             job = jobs.get(session, spec.job_id)
             if attempt is None or job is None or attempt.status != JobStatus.ADMITTED.value:
                 return
             if isinstance(result, JobHandle):
-                self.backoff.succeeded(spec.pool)
                 attempt.handle = result.to_dict()
                 if spec.grant is not None:  # its scope and expiry only, never the URLs
                     attempt.handle = {**attempt.handle, "grant": spec.grant.summary()}
@@ -643,7 +647,6 @@ class Controller:
             if isinstance(result, BackendUnavailable):
                 # Keep the attempt admitted: it is submitted again, with the same key, when
                 # the pool's backoff has passed. Nothing is lost and nothing runs twice.
-                self.backoff.failed(spec.pool, self._clock.monotonic(), str(result))
                 message = f"backend unavailable, will retry: {result}"
                 if attempt.message != message:
                     attempt.message = message
@@ -653,6 +656,12 @@ class Controller:
             attempt.message = str(result)
             attempt.status = JobStatus.FAILED.value
             finish_job(session, job, JobStatus.FAILED, now, None, f"rejected by backend: {result}")
+
+        if isinstance(result, JobHandle):
+            self.backoff.succeeded(spec.pool)
+        elif isinstance(result, BackendUnavailable):
+            self.backoff.failed(spec.pool, self._clock.monotonic(), str(result))
+        self._records.run(write)
 
 
 def posix_identity(

@@ -8,15 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from typing import cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 
 from gpupool.state.models import AuditRow
 
+_AUDIT = cast(Table, AuditRow.__table__)
+
 
 def add(session: Session, row: AuditRow) -> None:
-    session.add(row)
+    """Insert ``row``'s values now, in the session's transaction (a plain INSERT: entries are
+    never read back or changed in the transaction that writes them)."""
+    values = {c.key: row.__dict__[c.key] for c in _AUDIT.columns if c.key in row.__dict__}
+    session.connection().execute(_AUDIT.insert(), values)
 
 
 def page(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
@@ -35,7 +36,13 @@ from typing import Any, cast
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import CursorResult, Engine, Executable, create_engine, event, text
-from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import (
+    DBAPIError,
+    DisconnectionError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+)
 from sqlalchemy.exc import SQLAlchemyError as StoreError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
@@ -64,6 +71,8 @@ SessionFactory = sessionmaker[Session]
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 CONNECT_TIMEOUT_S = 5
+PING_IDLE_S = 1.0  # a pooled connection unused this long is pinged before it is handed out
+_RETURNED = "gpupool.returned_at"
 
 log = logging.getLogger(__name__)
 
@@ -107,17 +116,40 @@ def make_engine(url: str) -> Engine:
             cursor.close()
 
         return engine
-    # pre-ping: a connection the pool kept across a database restart is replaced, not handed
-    # out dead; connect_timeout: an unreachable host fails a request in seconds, not minutes.
+    # connect_timeout: an unreachable host fails a request in seconds, not minutes.
     connect_args = {} if "connect_timeout" in url else {"connect_timeout": CONNECT_TIMEOUT_S}
-    return create_engine(
+    engine = create_engine(
         url,
-        pool_pre_ping=True,
         pool_size=10,
         max_overflow=10,
         connect_args=connect_args,
         hide_parameters=True,
     )
+    ping_idle_connections(engine)
+    return engine
+
+
+def ping_idle_connections(engine: Engine, idle_s: float = PING_IDLE_S) -> None:
+    """Hand out a pooled connection unused for ``idle_s`` only after a ``SELECT 1`` went
+    through (one kept across a database restart is replaced, not handed out dead). Unlike
+    ``pool_pre_ping``, a connection back in the pool moments ago is not asked again: under
+    load every transaction would pay a round trip for it. One that died while busy fails its
+    statement, which the callers treat as an outage (``store_outage``), and the pool then
+    drops every connection made before (SQLAlchemy's handling of a disconnect)."""
+
+    @event.listens_for(engine, "checkin")
+    def _returned(_dbapi_conn: Any, record: Any) -> None:
+        record.info[_RETURNED] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        returned = record.info.get(_RETURNED)
+        if returned is not None and time.monotonic() - returned < idle_s:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:  # any failure: the pool retries with a new connection
+            raise DisconnectionError(f"a pooled connection no longer answers: {exc}") from exc
 
 
 def alembic_config(engine: Engine) -> Config:

@@ -105,7 +105,9 @@ class JobService:
         def write(session: Session) -> None:
             self._remember_identity(session, principal)
             jobs.add(session, row)
-            jobs.add_event(session, job_id, row.submitted_at, "submitted", f"by {principal.user}")
+            jobs.add_events(
+                session, [job_id], row.submitted_at, "submitted", f"by {principal.user}"
+            )
             if audit is not None:
                 audit(session, job_id, checked.team)
 
