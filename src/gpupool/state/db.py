@@ -143,8 +143,8 @@ def ping_idle_connections(engine: Engine, idle_s: float = PING_IDLE_S) -> None:
 
     @event.listens_for(engine, "checkout")
     def _ping(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
-        returned = record.info.get(_RETURNED)
-        if returned is not None and time.monotonic() - returned < idle_s:
+        returned = record.info.get(_RETURNED)  # None: connected just now (info is per link)
+        if returned is None or time.monotonic() - returned < idle_s:
             return
         try:
             engine.dialect.do_ping(dbapi_conn)
