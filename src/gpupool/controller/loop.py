@@ -91,6 +91,7 @@ log = logging.getLogger(__name__)
 
 MIN_TICK_GAP_S = 0.05
 MIN_URGENT_GAP_S = 0.01
+STORM_WAKES = 2  # more wakes than this during a tick and its rest: the API is busy
 FULL_CYCLE_S = 10.0
 STORE_RETRY_FIRST_S = 0.5
 STORE_RETRY_MAX_S = 5.0
@@ -127,6 +128,7 @@ class Controller:
         self._records = GroupCommit(sessions)  # what backends answered to submissions
         self._wake = threading.Event()
         self._urgent = threading.Event()  # a backend answered: end the rest between ticks
+        self._wakes = 0  # other wakes since the last tick (submits, cancels)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last = TickStats()
@@ -197,6 +199,8 @@ class Controller:
             self._dirty = True
         if urgent:
             self._urgent.set()
+        else:
+            self._wakes += 1  # not locked: a lost count only shortens one rest
         self._wake.set()
 
     def _run(self) -> None:
@@ -223,7 +227,11 @@ class Controller:
             took = self._clock.monotonic() - started
             self._wake.wait(self._config().scheduler.cycle_interval_s)
             self._wake.clear()
-            rest = max(MIN_TICK_GAP_S, 3 * took) - (self._clock.monotonic() - started)
+            # One submit (or cancel) alone is no storm: it is scheduled after the short gap.
+            storm, self._wakes = self._wakes > STORM_WAKES, 0
+            rest = max(MIN_TICK_GAP_S, 3 * took if storm else 0) - (
+                self._clock.monotonic() - started
+            )
             if rest > 0 and not self._urgent.wait(rest):
                 continue
             rest = MIN_URGENT_GAP_S - (self._clock.monotonic() - started)

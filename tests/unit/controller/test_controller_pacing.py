@@ -1,6 +1,7 @@
-"""The loop's pacing: after a long tick it rests (so a submit storm leaves the API most of
-the process), but a backend's answer (a poll that freed GPUs, a submission to record) cuts
-the rest short, so freed GPUs are given out again without waiting it out."""
+"""The loop's pacing: under a storm of submits it rests after a long tick (so the API keeps
+most of the process), but a submit alone is scheduled at once, and a backend's answer (a poll
+that freed GPUs, a submission to record) cuts the rest short, so freed GPUs are given out
+again without waiting it out."""
 
 from __future__ import annotations
 
@@ -50,15 +51,17 @@ def controller(tmp_path: Path) -> Controller:
     return Controller(session_factory(engine), lambda: config, None, SystemClock())  # type: ignore[arg-type]
 
 
-def second_tick_after(controller: Controller, urgent: bool) -> float:
+def second_tick_after(controller: Controller, urgent: bool, wakes: int = 1) -> float:
     """Seconds from the end of the long first tick to the start of the next one, woken
-    right after it ends."""
+    (``wakes`` times) right after it ends."""
     ticks = Ticks()
     controller.tick = ticks  # type: ignore[method-assign]
     controller.start()
     try:
         assert ticks.first_done.wait(10)
         ended = time.monotonic()
+        for _ in range(wakes - 1):
+            controller.wake()
         controller.wake(reschedule=False, urgent=urgent)
         assert ticks.second.wait(10)
         return ticks.began[1] - ended
@@ -68,11 +71,16 @@ def second_tick_after(controller: Controller, urgent: bool) -> float:
         controller._wake.set()
 
 
-def test_a_plain_wake_waits_out_the_rest_after_a_long_tick(controller: Controller) -> None:
-    assert second_tick_after(controller, urgent=False) >= 3 * LONG_TICK_S - LONG_TICK_S - 0.05
+def test_a_storm_of_wakes_waits_out_the_rest_after_a_long_tick(controller: Controller) -> None:
+    waited = second_tick_after(controller, urgent=False, wakes=loop.STORM_WAKES + 1)
+    assert waited >= 3 * LONG_TICK_S - LONG_TICK_S - 0.05
+
+
+def test_a_single_wake_is_scheduled_after_the_short_gap(controller: Controller) -> None:
+    assert second_tick_after(controller, urgent=False) < 3 * LONG_TICK_S - LONG_TICK_S - 0.1
 
 
 def test_a_backend_answer_cuts_the_rest_short(controller: Controller) -> None:
-    waited = second_tick_after(controller, urgent=True)
+    waited = second_tick_after(controller, urgent=True, wakes=loop.STORM_WAKES + 1)
     assert waited < 3 * LONG_TICK_S - LONG_TICK_S - 0.1
     assert loop.MIN_URGENT_GAP_S < loop.MIN_TICK_GAP_S
