@@ -19,9 +19,10 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping
-from itertools import groupby
-from operator import attrgetter, mul
-from typing import TypeVar
+from functools import partial
+from itertools import groupby, islice, takewhile
+from operator import attrgetter, is_not, mul
+from typing import TypeVar, cast
 
 from gpupool.scheduler.snapshot import PendingJob
 
@@ -29,7 +30,7 @@ JobKey = tuple[int, float, float, str]
 # team, gpus, nodes, priority, gpu types, cpus, memory_gb, max_runtime_s, backend
 Request = tuple[str, int, int, int, tuple[str, ...], float, float, float | None, str | None]
 T = TypeVar("T")
-_MISSING = object()
+_NOT_NONE = partial(is_not, None)
 HeadKey = tuple[int, int, float, float, float, int, float, str]
 
 
@@ -152,7 +153,7 @@ def request_of(job: PendingJob) -> Request:
 class TeamQueue:
     """One team's pending jobs in :func:`job_order`, consumed from the head."""
 
-    __slots__ = ("_jobs", "_next", "smallest", "team")
+    __slots__ = ("_jobs", "_next", "_requests", "smallest", "team")
 
     def __init__(
         self,
@@ -166,6 +167,7 @@ class TeamQueue:
         self.team = team
         self._jobs = jobs if ordered else sort_jobs(jobs, starving_before)
         self._next = 0
+        self._requests: list[Request] | None = None  # request_of each job, when first needed
         # The smallest request per accepted gpu types, over the whole queue at the start of
         # the cycle: whether the team has *any* job waiting that fits within its nominal quota.
         self.smallest: dict[tuple[str, ...], int] = {}
@@ -188,22 +190,29 @@ class TeamQueue:
         """Move past the head, admitted or set aside (best-effort FIFO)."""
         self._next += 1
 
-    def skip_known(self, known: Mapping[Request, T]) -> list[tuple[PendingJob, T]]:
-        """The jobs right after the head whose :func:`request_of` is in ``known``, each with
-        its entry there; the queue moves past them, the head stays (it was just decided)."""
+    def skip_known(self, known: Mapping[Request, T]) -> tuple[list[PendingJob], list[T]]:
+        """The jobs right after the head whose :func:`request_of` is in ``known``, and their
+        entries there; the queue moves past them, the head stays (it was just decided).
+
+        Each queue is walked this way every cycle, so the walk runs in C: the requests are
+        built once per queue (at the first call), and the run of known ones is taken with
+        ``takewhile`` over ``known.get`` (no entry of ``known`` is None)."""
         jobs, at = self._jobs, self._next
-        end = at + 1
-        out = []
-        while end < len(jobs):
-            found = known.get(_REQUEST(jobs[end]), _MISSING)
-            if found is _MISSING:
-                break
-            out.append((jobs[end], found))
-            end += 1
-        if out:  # the head moves to the last skipped place: no list shifting
-            jobs[end - 1] = jobs[at]
-            self._next = end - 1
-        return out  # type: ignore[return-value]
+        requests = self._requests
+        if requests is None:
+            requests = self._requests = list(map(_REQUEST, jobs))
+        entry: Callable[[Request], T | None] = known.get
+        found = cast(
+            "list[T]", list(takewhile(_NOT_NONE, map(entry, islice(requests, at + 1, None))))
+        )
+        if not found:
+            return [], found
+        end = at + 1 + len(found)
+        skipped = jobs[at + 1 : end]
+        # The head moves to the last skipped place: no list shifting.
+        jobs[end - 1], requests[end - 1] = jobs[at], requests[at]
+        self._next = end - 1
+        return skipped, found
 
     def drain(self) -> list[PendingJob]:
         """Every job after the head, in order; the queue is left empty (strict FIFO)."""
