@@ -88,6 +88,7 @@ class Parking:
         self._quotas: QuotaInputs = ()
         self._budgets: tuple[BudgetBlock, ...] = ()
         self._now = 0.0
+        self._waits: dict[str, tuple[tuple[PendingJob, ...], float]] = {}
 
     def clear(self) -> None:
         self.teams = {}
@@ -139,9 +140,16 @@ class Parking:
                     break  # not decided (a nominated preemptor): decided again next time
                 reasons[job.id] = found
             else:
-                waiting = min(map(_WAITING_SINCE, jobs))
-                self.teams[name] = ParkedTeam(jobs, types, waiting, reasons)
+                self.teams[name] = ParkedTeam(jobs, types, self._longest_wait(name, jobs), reasons)
         return result
+
+    def _longest_wait(self, team: str, jobs: tuple[PendingJob, ...]) -> float:
+        """The earliest ``waiting_since`` of ``jobs``; remembered per team for the very tuple
+        it was taken of (a store's queue hands the same tuple until the queue changes)."""
+        known = self._waits.get(team)
+        if known is None or known[0] is not jobs:
+            known = self._waits[team] = (jobs, min(map(_WAITING_SINCE, jobs)))
+        return known[1]
 
     def _still_parked(
         self, snapshot: Snapshot, policy: Policy, quotas: QuotaInputs, groups: Groups

@@ -121,14 +121,17 @@ class Preemptor:
         self._ws = ws
         self._policy = policy
         self._index = VictimIndex(ws)
-        self._borrowing: dict[tuple[str, str], tuple[tuple[int, int], list[str]]] = {}
-        self._tried: dict[_RulesKey, tuple[tuple[int, int], _Rules]] = {}
+        self._borrowing: dict[tuple[str, str], tuple[tuple[int, int], tuple[str, ...]]] = {}
+        # The rules per job kind, with the cohort's borrowers they were made with.
+        self._tried: dict[_RulesKey, tuple[tuple[str, ...], _Rules]] = {}
         # Fixed for the cycle (the victim index is: claims only mark jobs claimed): per (type,
         # team) the lowest priority among the team's candidates (None: it has none), and per
         # (team, type, priority or None) the GPUs of the team's jobs that are ending or
         # preemptible below that priority (:meth:`_may_fit_within`).
         self._lowest: dict[tuple[str, str], int | None] = {}
         self._freeable: dict[tuple[str, str, int | None], int] = {}
+        # Per type, the lowest priority of its running jobs (None: none), fixed for the cycle.
+        self._floor: dict[str, int | None] = {}
         self._skipped = False  # a search of this cycle left out a protected job
         # when the first job a search left out as too young may be preempted
         self.protected_until: float | None = None
@@ -155,7 +158,7 @@ class Preemptor:
         if budget_left == 0:
             budget = self._policy.preemption_budget or 0
             return Assignment(FitMode.NO_FIT, (*no_fit.reasons, reasons.budget_used_up(budget)))
-        if not any(self._attempts(job, f, _PERMISSIVE) for f in types):
+        if not any(self._may_preempt(job, f) for f in types):
             # The common answer, found cheaply: every policy's attempts are among the permissive
             # ones (a subset of their rules, each viable when its permissive one is, and attempt
             # a allowed when it is there), so no search of pass 2 or 3 has a candidate and the
@@ -226,6 +229,26 @@ class Preemptor:
 
     # --- the search ---------------------------------------------------------------------------
 
+    def _may_preempt(self, job: PendingJob, f: str) -> bool:
+        """Whether the permissive attempts on ``f`` (a superset of every policy's) have a rule.
+
+        Answered first without them when no running job of ``f`` has a priority below the
+        job's: then no rule that requires a lower priority is viable, and the reclaim rules
+        belong to attempt a, which needs :meth:`_may_fit_within`. So a job of a team over its
+        nominal, among jobs of one priority (most of them, in a busy cluster), is answered with
+        a few lookups."""
+        if f in self._floor:
+            floor = self._floor[f]
+        else:
+            floor = self._floor[f] = min(
+                (j.priority for jobs in self._ws.jobs_of(f).values() for j in jobs), default=None
+            )
+        if (floor is None or floor >= job.priority) and not self._may_fit_within(
+            job, f, _PERMISSIVE
+        ):
+            return False
+        return bool(self._attempts(job, f, _PERMISSIVE))
+
     def _attempts(
         self, job: PendingJob, f: str, policy: PreemptionPolicy
     ) -> list[tuple[bool, list[_Rule]]]:
@@ -233,16 +256,17 @@ class Preemptor:
         dropped (pass 1 already tried terminating jobs alone), and attempt a when the job
         cannot fit within nominal (:meth:`_may_fit_within`).
 
-        The rules are remembered per team, priority, type and policy while no usage in the
-        team's cohort changed and nothing was claimed (what :meth:`_borrowers` reads; the
-        victim lists are fixed for the cycle); whether attempt a is tried is decided per job,
+        The rules are remembered per team, priority, type and policy while the cohort's
+        borrowers (:meth:`_borrowers`) are the same teams: nothing else they read changes within
+        the cycle (the victim lists are fixed). Whether attempt a is tried is decided per job,
         as it reads the job's GPUs."""
-        ws = self._ws
+        cohort = self._ws.team(job.team).cohort
+        borrowers = () if cohort is None else self._borrowers(cohort, f, job.team)
         key = (job.team, job.priority, f, policy)
-        stamp = (ws.rare_epoch, ws.quota_epoch(job.team, f))
         known = self._tried.get(key)
-        if known is None or known[0] != stamp:
-            known = self._tried[key] = (stamp, self._new_rules(job, f, policy))
+        if known is None or known[0] != borrowers:
+            others = [t for t in borrowers if t != job.team]
+            known = self._tried[key] = (borrowers, self._new_rules(job, f, policy, others))
         within, borrow = known[1]
         attempts: list[tuple[bool, list[_Rule]]] = []
         if within and self._may_fit_within(job, f, policy):
@@ -251,14 +275,14 @@ class Preemptor:
             attempts.append((False, borrow))
         return attempts
 
-    def _new_rules(self, job: PendingJob, f: str, policy: PreemptionPolicy) -> _Rules:
-        """The viable rules (:meth:`_viable`) of attempt a and of attempt b."""
-        ws = self._ws
+    def _new_rules(
+        self, job: PendingJob, f: str, policy: PreemptionPolicy, others: list[str]
+    ) -> _Rules:
+        """The viable rules (:meth:`_viable`) of attempt a and of attempt b; ``others``: the
+        other teams of the cohort above their nominal of ``f``."""
         same: list[_Rule] = []
         if policy.within_team is WithinTeam.LOWER_PRIORITY:
             same.append((job.team, job.priority, None, False))
-        cohort = ws.team(job.team).cohort
-        others = [] if cohort is None else self._borrowers(cohort, f, job.team)
         reclaim: list[_Rule] = []
         if policy.reclaim is Reclaim.ANY:
             reclaim = [(t, None, None, True) for t in others]
@@ -292,16 +316,16 @@ class Preemptor:
             known = self._lowest[(f, team)] = None if first is None else first.priority
         return known  # type: ignore[return-value]
 
-    def _borrowers(self, cohort: str, f: str, team: str) -> list[str]:
-        """Members of ``cohort`` other than ``team`` above their nominal of ``f``, remembered
+    def _borrowers(self, cohort: str, f: str, team: str) -> tuple[str, ...]:
+        """Members of ``cohort`` (``team``'s) above their nominal of ``f``, by name, remembered
         while no usage in the cohort changed (never read inside a what-if, which is undone)."""
         ws = self._ws
         stamp = (ws.rare_epoch, ws.quota_epoch(team, f))
         known = self._borrowing.get((cohort, f))
         if known is None or known[0] != stamp:
-            members = [t for t in ws.cohort_members(cohort) if ws.borrowing(t, f)]
+            members = tuple(t for t in ws.cohort_members(cohort) if ws.borrowing(t, f))
             known = self._borrowing[(cohort, f)] = (stamp, members)
-        return [t for t in known[1] if t != team]
+        return known[1]
 
     def _may_fit_within(self, job: PendingJob, f: str, policy: PreemptionPolicy) -> bool:
         """Necessary for attempt a: the team's usage, less all of its own that could end or be
