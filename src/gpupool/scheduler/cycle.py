@@ -351,7 +351,8 @@ def _fallback(
         outcome = cycle.preemptor.resolve(job, open_types, no_fit, key[2])
     if outcome.mode is FitMode.NO_FIT:
         found = cycle.reservations.explain(job, types, outcome.reasons)
-        outcome = Assignment(FitMode.NO_FIT, found)
+        if found is not outcome.reasons:  # a NO_FIT is only its reasons: reuse it if unchanged
+            outcome = Assignment(FitMode.NO_FIT, found)
         cycle.fallbacks.store(key, job.team, types, outcome)
     return outcome
 

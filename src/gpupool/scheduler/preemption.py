@@ -162,8 +162,8 @@ class Preemptor:
             # The common answer, found cheaply: every policy's attempts are among the permissive
             # ones (a subset of their rules, each viable when its permissive one is, and attempt
             # a allowed when it is there), so no search of pass 2 or 3 has a candidate and the
-            # explanation is the assignment's own.
-            return Assignment(FitMode.NO_FIT, no_fit.reasons)
+            # explanation is the assignment's own (``no_fit`` itself: a NO_FIT is only reasons).
+            return no_fit
         pools = {f: usable_pools(job, shape, f, ws) for f in types}
         strict = policy_for(self._policy, ws.team(job.team).cohort)
         over_budget: dict[str, int] = {}
