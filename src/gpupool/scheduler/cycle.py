@@ -201,7 +201,7 @@ def admit_heads(
             known[1][request_of(job)] = waits
             same, why = queue.skip_known(known[1])
             if same:
-                cycle.decisions.pending.update(zip(map(_ID, same), why, strict=True))
+                cycle.decisions.pending.update(zip([j.id for j in same], why, strict=True))
         if strict and waits is not None:
             blocked = (reasons.behind_head(job),)
             cycle.decisions.pending.update(dict.fromkeys(map(_ID, queue.drain()), blocked))

@@ -105,7 +105,6 @@ _Key = tuple[int, int, float, str]
 _RulesKey = tuple[str, int, str, PreemptionPolicy]
 # The viable rules of attempt a and of attempt b (empty: the attempt is not made).
 _Rules = tuple[list[_Rule], list[_Rule]]
-_NONE: object = object()  # "not looked up yet", where None is a valid remembered answer
 
 
 def policy_for(policy: Policy, cohort: str | None) -> PreemptionPolicy:
@@ -124,11 +123,11 @@ class Preemptor:
         self._borrowing: dict[tuple[str, str], tuple[tuple[int, int], tuple[str, ...]]] = {}
         # The rules per job kind, with the cohort's borrowers they were made with.
         self._tried: dict[_RulesKey, tuple[tuple[str, ...], _Rules]] = {}
-        # Fixed for the cycle (the victim index is: claims only mark jobs claimed): per (type,
-        # team) the lowest priority among the team's candidates (None: it has none), and per
+        # Fixed for the cycle (the victim index is: claims only mark jobs claimed): per type and
+        # team the lowest priority among the team's candidates (none: no entry), and per
         # (team, type, priority or None) the GPUs of the team's jobs that are ending or
         # preemptible below that priority (:meth:`_may_fit_within`).
-        self._lowest: dict[tuple[str, str], int | None] = {}
+        self._lowest: dict[str, dict[str, int]] = {}
         self._freeable: dict[tuple[str, str, int | None], int] = {}
         # Per type, the lowest priority of its running jobs (None: none), fixed for the cycle.
         self._floor: dict[str, int | None] = {}
@@ -240,9 +239,7 @@ class Preemptor:
         if f in self._floor:
             floor = self._floor[f]
         else:
-            floor = self._floor[f] = min(
-                (j.priority for jobs in self._ws.jobs_of(f).values() for j in jobs), default=None
-            )
+            floor = self._floor[f] = min(self._lowest_of(f).values(), default=None)
         if (floor is None or floor >= job.priority) and not self._may_fit_within(
             job, f, _PERMISSIVE
         ):
@@ -309,12 +306,20 @@ class Preemptor:
         return kept
 
     def _lowest_priority(self, f: str, team: str) -> int | None:
-        """The priority of the team's first candidate on ``f`` (its lowest), None: no job."""
-        known = self._lowest.get((f, team), _NONE)
-        if known is _NONE:
-            first = next(iter(self._index.team_jobs(f, team)), None)
-            known = self._lowest[(f, team)] = None if first is None else first.priority
-        return known  # type: ignore[return-value]
+        """The lowest priority among the team's candidates on ``f`` (the priority of its first
+        in victim order), None: it has none. Taken for every team of the type at once, without
+        ordering their jobs (a search orders them only if it runs)."""
+        return self._lowest_of(f).get(team)
+
+    def _lowest_of(self, f: str) -> dict[str, int]:
+        lowest = self._lowest.get(f)
+        if lowest is None:
+            lowest = self._lowest[f] = {
+                name: min([job.priority for job in jobs])
+                for name, jobs in self._ws.jobs_of(f).items()
+                if jobs
+            }
+        return lowest
 
     def _borrowers(self, cohort: str, f: str, team: str) -> tuple[str, ...]:
         """Members of ``cohort`` (``team``'s) above their nominal of ``f``, by name, remembered
