@@ -349,10 +349,10 @@ class Preemptor:
         freeable = self._freeable.get(key)
         if freeable is None:
             freeable = sum(j.gpus for j in self._index.ending(f) if j.team == team)
-            if lower:
+            if lower:  # the team's jobs below the job's priority (in any order: a sum)
                 below = job.priority
-                own = self._index.team_jobs(f, team)
-                freeable += sum(j.gpus for j in takewhile(lambda j: j.priority < below, own))
+                own = self._ws.jobs_of(f).get(team, [])
+                freeable += sum([j.gpus for j in own if j.priority < below])
             self._freeable[key] = freeable
         return used - freeable + need <= nominal
 
