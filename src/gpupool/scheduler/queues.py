@@ -19,10 +19,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping
-from functools import partial
-from itertools import groupby, islice, takewhile
-from operator import attrgetter, is_not
-from typing import TypeVar, cast
+from itertools import groupby
+from operator import attrgetter
+from typing import TypeVar
 
 from gpupool.scheduler.snapshot import PendingJob
 
@@ -31,7 +30,6 @@ JobKey = tuple[int, float, float, str]
 # backend): ``PendingJob.request``.
 Request = str
 T = TypeVar("T")
-_NOT_NONE = partial(is_not, None)
 HeadKey = tuple[int, int, float, float, float, int, float, str]
 
 
@@ -158,7 +156,7 @@ def request_of(job: PendingJob) -> Request:
 class TeamQueue:
     """One team's pending jobs in :func:`job_order`, consumed from the head."""
 
-    __slots__ = ("_jobs", "_next", "_requests", "smallest", "team")
+    __slots__ = ("_jobs", "_next", "smallest", "team")
 
     def __init__(
         self,
@@ -172,7 +170,6 @@ class TeamQueue:
         self.team = team
         self._jobs = jobs if ordered else sort_jobs(jobs, starving_before)
         self._next = 0
-        self._requests: list[Request] | None = None  # request_of each job, when first needed
         # The smallest request per accepted gpu types, over the whole queue at the start of
         # the cycle: whether the team has *any* job waiting that fits within its nominal quota.
         smallest: dict[tuple[str, ...], int] = {}
@@ -195,23 +192,22 @@ class TeamQueue:
         """The jobs right after the head whose :func:`request_of` is in ``known``, and their
         entries there; the queue moves past them, the head stays (it was just decided).
 
-        Each queue is walked this way every cycle, so the walk runs in C: the requests (strings,
-        whose hashes are kept) are listed once per queue at the first call, and the run of known
-        ones is taken with ``takewhile`` over ``known.get`` (no entry of ``known`` is None)."""
+        Only that run is walked (each job is passed once per cycle), and each look-up hashes
+        the job's request string, whose hash is kept."""
         jobs, at = self._jobs, self._next
-        requests = self._requests
-        if requests is None:
-            requests = self._requests = [job.request for job in jobs]
         entry: Callable[[Request], T | None] = known.get
-        found = cast(
-            "list[T]", list(takewhile(_NOT_NONE, map(entry, islice(requests, at + 1, None))))
-        )
+        found: list[T] = []
+        end = at + 1
+        while end < len(jobs):
+            why = entry(jobs[end].request)
+            if why is None:  # no entry of ``known`` is None
+                break
+            found.append(why)
+            end += 1
         if not found:
             return [], found
-        end = at + 1 + len(found)
         skipped = jobs[at + 1 : end]
-        # The head moves to the last skipped place: no list shifting.
-        jobs[end - 1], requests[end - 1] = jobs[at], requests[at]
+        jobs[end - 1] = jobs[at]  # the head moves to the last skipped place: no list shifting
         self._next = end - 1
         return skipped, found
 
