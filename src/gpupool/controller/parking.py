@@ -58,7 +58,6 @@ from gpupool.scheduler import (
 from gpupool.scheduler.assignment import resolve_gpu_types
 
 _BY_NAME = attrgetter("name")
-_WAITING_SINCE = attrgetter("waiting_since")
 # What the decisions on one gpu type read of a snapshot: its pools (name order) and the running
 # jobs on it (snapshot order).
 TypeInputs = tuple[tuple[PoolView, ...], tuple[RunningJob, ...]]
@@ -88,6 +87,8 @@ class Parking:
         self._quotas: QuotaInputs = ()
         self._budgets: tuple[BudgetBlock, ...] = ()
         self._now = 0.0
+        # Per team: (its queue, that queue's longest wait and accepted gpu types lists).
+        self._facts: dict[str, tuple[tuple[PendingJob, ...], float, set[tuple[str, ...]]]] = {}
 
     def clear(self) -> None:
         self.teams = {}
@@ -129,7 +130,7 @@ class Parking:
         for name, jobs in groups.items():
             if name in parked:
                 continue
-            types = _types_of(jobs, policy, present)
+            types = _types_of(self._queue_facts(name, jobs)[1], policy, present)
             if not types.isdisjoint(touched):
                 continue
             reasons = {}
@@ -139,9 +140,21 @@ class Parking:
                     break  # not decided (a nominated preemptor): decided again next time
                 reasons[job.id] = found
             else:
-                waiting = min(map(_WAITING_SINCE, jobs))
+                waiting = self._queue_facts(name, jobs)[0]
                 self.teams[name] = ParkedTeam(jobs, types, waiting, reasons)
         return result
+
+    def _queue_facts(
+        self, team: str, jobs: tuple[PendingJob, ...]
+    ) -> tuple[float, set[tuple[str, ...]]]:
+        """The earliest ``waiting_since`` of ``jobs`` and the gpu types lists they accept;
+        remembered per team for the very tuple they were taken of (a store's queue hands the
+        same tuple until the queue changes), so an unchanged queue is not walked each cycle."""
+        known = self._facts.get(team)
+        if known is None or known[0] is not jobs:
+            waiting = min([job.waiting_since for job in jobs])
+            known = self._facts[team] = (jobs, waiting, {job.gpu_types for job in jobs})
+        return known[1], known[2]
 
     def _still_parked(
         self, snapshot: Snapshot, policy: Policy, quotas: QuotaInputs, groups: Groups
@@ -220,8 +233,8 @@ def groups_of(pending: Iterable[PendingJob]) -> dict[str, tuple[PendingJob, ...]
     return {team: tuple(jobs) for team, jobs in groups.items()}
 
 
-def _types_of(jobs: tuple[PendingJob, ...], policy: Policy, present: list[str]) -> frozenset[str]:
-    accepted = {job.gpu_types for job in jobs}
+def _types_of(accepted: set[tuple[str, ...]], policy: Policy, present: list[str]) -> frozenset[str]:
+    """The gpu types jobs accepting ``accepted`` lists may use."""
     order = policy.gpu_type_order
     return frozenset(t for types in accepted for t in resolve_gpu_types(types, order, present))
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import lru_cache
 
 from gpupool.core.hashing import rendezvous_order
 from gpupool.core.quota import GpulessCheck, check_gpuless, check_quota, gpuless_charge
@@ -61,7 +62,14 @@ class Assignment:
 
 
 def job_shape(job: PendingJob) -> Shape:
-    return Shape(job.gpus, job.nodes, job.cpus, job.memory_gb)
+    return _shape(job.gpus, job.nodes, job.cpus, job.memory_gb)
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _shape(gpus: int, nodes: int, cpus: float, memory_gb: float) -> Shape:
+    """One :class:`Shape` per distinct request (a queue has a few): a decision asks for a job's
+    shape several times, and building a frozen dataclass costs more than this lookup."""
+    return Shape(gpus, nodes, cpus, memory_gb)
 
 
 def resolve_gpu_types(

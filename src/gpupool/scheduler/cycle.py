@@ -199,8 +199,9 @@ def admit_heads(
             if known is None or known[0] != ws.epoch:
                 known = waited[queue.team] = (ws.epoch, {})
             known[1][request_of(job)] = waits
-            for same, why in queue.skip_known(known[1]):
-                cycle.decisions.pending[same.id] = why
+            same, why = queue.skip_known(known[1])
+            if same:
+                cycle.decisions.pending.update(zip([j.id for j in same], why, strict=True))
         if strict and waits is not None:
             blocked = (reasons.behind_head(job),)
             cycle.decisions.pending.update(dict.fromkeys(map(_ID, queue.drain()), blocked))
@@ -252,7 +253,7 @@ def decide(job: PendingJob, cycle: _Cycle) -> bool:
         return True
     found = fallback.reasons
     if starving:
-        held = reservations.reserve(job, types)
+        held = reservations.reserve(job, types, outcome)
         if held is not None:
             found = (
                 *found,
@@ -350,7 +351,8 @@ def _fallback(
         outcome = cycle.preemptor.resolve(job, open_types, no_fit, key[2])
     if outcome.mode is FitMode.NO_FIT:
         found = cycle.reservations.explain(job, types, outcome.reasons)
-        outcome = Assignment(FitMode.NO_FIT, found)
+        if found is not outcome.reasons:  # a NO_FIT is only its reasons: reuse it if unchanged
+            outcome = Assignment(FitMode.NO_FIT, found)
         cycle.fallbacks.store(key, job.team, types, outcome)
     return outcome
 

@@ -67,6 +67,10 @@ class AssignMemo:
             return known[1]
         if not types:
             outcome = Assignment(FitMode.NO_FIT, (reasons.no_gpu_type(),))
+        elif len(types) == 1:  # the one type's answer is the whole answer (a NO_FIT: reasons)
+            outcome = self._assign_type(job, types[0])
+            if outcome.mode is FitMode.FIT:
+                return outcome
         else:
             found: list[PendingReason] = []
             for gpu_type in types:

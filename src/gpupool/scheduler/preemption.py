@@ -100,8 +100,11 @@ _BOUND_AFTER = 32
 # Node targeting looks for the cheapest nodes among this many first candidates.
 _TARGET_SCAN = 1024
 _Key = tuple[int, int, float, str]
-# What :meth:`Preemptor._attempts` depends on of a job: team, priority, GPUs; then type, policy.
-_AttemptsKey = tuple[str, int, int, str, PreemptionPolicy]
+# What the rules of :meth:`Preemptor._attempts` depend on of a job: team, priority; then type,
+# policy. (Its GPUs only decide whether attempt a is tried, :meth:`Preemptor._may_fit_within`.)
+_RulesKey = tuple[str, int, str, PreemptionPolicy]
+# The viable rules of attempt a and of attempt b (empty: the attempt is not made).
+_Rules = tuple[list[_Rule], list[_Rule]]
 
 
 def policy_for(policy: Policy, cohort: str | None) -> PreemptionPolicy:
@@ -117,8 +120,17 @@ class Preemptor:
         self._ws = ws
         self._policy = policy
         self._index = VictimIndex(ws)
-        self._borrowing: dict[tuple[str, str], tuple[tuple[int, int], list[str]]] = {}
-        self._tried: dict[_AttemptsKey, tuple[tuple[int, int], list[tuple[bool, list[_Rule]]]]] = {}
+        self._borrowing: dict[tuple[str, str], tuple[tuple[int, int], tuple[str, ...]]] = {}
+        # The rules per job kind, with the cohort's borrowers they were made with.
+        self._tried: dict[_RulesKey, tuple[tuple[str, ...], _Rules]] = {}
+        # Fixed for the cycle (the victim index is: claims only mark jobs claimed): per type and
+        # team the lowest priority among the team's candidates (none: no entry), and per
+        # (team, type, priority or None) the GPUs of the team's jobs that are ending or
+        # preemptible below that priority (:meth:`_may_fit_within`).
+        self._lowest: dict[str, dict[str, int]] = {}
+        self._freeable: dict[tuple[str, str, int | None], int] = {}
+        # Per type, the lowest priority of its running jobs (None: none), fixed for the cycle.
+        self._floor: dict[str, int | None] = {}
         self._skipped = False  # a search of this cycle left out a protected job
         # when the first job a search left out as too young may be preempted
         self.protected_until: float | None = None
@@ -145,6 +157,12 @@ class Preemptor:
         if budget_left == 0:
             budget = self._policy.preemption_budget or 0
             return Assignment(FitMode.NO_FIT, (*no_fit.reasons, reasons.budget_used_up(budget)))
+        if not any(self._may_preempt(job, f) for f in types):
+            # The common answer, found cheaply: every policy's attempts are among the permissive
+            # ones (a subset of their rules, each viable when its permissive one is, and attempt
+            # a allowed when it is there), so no search of pass 2 or 3 has a candidate and the
+            # explanation is the assignment's own (``no_fit`` itself: a NO_FIT is only reasons).
+            return no_fit
         pools = {f: usable_pools(job, shape, f, ws) for f in types}
         strict = policy_for(self._policy, ws.team(job.team).cohort)
         over_budget: dict[str, int] = {}
@@ -210,47 +228,68 @@ class Preemptor:
 
     # --- the search ---------------------------------------------------------------------------
 
+    def _may_preempt(self, job: PendingJob, f: str) -> bool:
+        """Whether the permissive attempts on ``f`` (a superset of every policy's) have a rule.
+
+        Answered first without them when no running job of ``f`` has a priority below the
+        job's: then no rule that requires a lower priority is viable, and the reclaim rules
+        belong to attempt a, which needs :meth:`_may_fit_within`. So a job of a team over its
+        nominal, among jobs of one priority (most of them, in a busy cluster), is answered with
+        a few lookups."""
+        if f in self._floor:
+            floor = self._floor[f]
+        else:
+            floor = self._floor[f] = min(self._lowest_of(f).values(), default=None)
+        if (floor is None or floor >= job.priority) and not self._may_fit_within(
+            job, f, _PERMISSIVE
+        ):
+            return False
+        return bool(self._attempts(job, f, _PERMISSIVE))
+
     def _attempts(
         self, job: PendingJob, f: str, policy: PreemptionPolicy
     ) -> list[tuple[bool, list[_Rule]]]:
         """(within nominal?, candidate rules) for attempts a and b; attempts without rules are
-        dropped (pass 1 already tried terminating jobs alone).
+        dropped (pass 1 already tried terminating jobs alone), and attempt a when the job
+        cannot fit within nominal (:meth:`_may_fit_within`).
 
-        Remembered per team, priority, GPUs, type and policy while no usage in the team's
-        cohort changed and nothing was claimed (what :meth:`_borrowers` and
-        :meth:`_may_fit_within` read; the victim lists are fixed for the cycle)."""
-        ws = self._ws
-        key = (job.team, job.priority, job.total_gpus, f, policy)
-        stamp = (ws.rare_epoch, ws.quota_epoch(job.team, f))
+        The rules are remembered per team, priority, type and policy while the cohort's
+        borrowers (:meth:`_borrowers`) are the same teams: nothing else they read changes within
+        the cycle (the victim lists are fixed). Whether attempt a is tried is decided per job,
+        as it reads the job's GPUs."""
+        cohort = self._ws.team(job.team).cohort
+        borrowers = () if cohort is None else self._borrowers(cohort, f, job.team)
+        key = (job.team, job.priority, f, policy)
         known = self._tried.get(key)
-        if known is None or known[0] != stamp:
-            known = self._tried[key] = (stamp, self._new_attempts(job, f, policy))
-        return known[1]
+        if known is None or known[0] != borrowers:
+            others = [t for t in borrowers if t != job.team]
+            known = self._tried[key] = (borrowers, self._new_rules(job, f, policy, others))
+        within, borrow = known[1]
+        attempts: list[tuple[bool, list[_Rule]]] = []
+        if within and self._may_fit_within(job, f, policy):
+            attempts.append((True, within))
+        if borrow:
+            attempts.append((False, borrow))
+        return attempts
 
-    def _new_attempts(
-        self, job: PendingJob, f: str, policy: PreemptionPolicy
-    ) -> list[tuple[bool, list[_Rule]]]:
-        ws = self._ws
+    def _new_rules(
+        self, job: PendingJob, f: str, policy: PreemptionPolicy, others: list[str]
+    ) -> _Rules:
+        """The viable rules (:meth:`_viable`) of attempt a and of attempt b; ``others``: the
+        other teams of the cohort above their nominal of ``f``."""
         same: list[_Rule] = []
         if policy.within_team is WithinTeam.LOWER_PRIORITY:
             same.append((job.team, job.priority, None, False))
-        cohort = ws.team(job.team).cohort
-        others = [] if cohort is None else self._borrowers(cohort, f, job.team)
-        attempts: list[tuple[bool, list[_Rule]]] = []
-        if self._may_fit_within(job, f, policy):
-            reclaim: list[_Rule] = []
-            if policy.reclaim is Reclaim.ANY:
-                reclaim = [(t, None, None, True) for t in others]
-            elif policy.reclaim is Reclaim.LOWER_PRIORITY:
-                reclaim = [(t, job.priority, None, True) for t in others]
-            attempts.append((True, same + reclaim))
+        reclaim: list[_Rule] = []
+        if policy.reclaim is Reclaim.ANY:
+            reclaim = [(t, None, None, True) for t in others]
+        elif policy.reclaim is Reclaim.LOWER_PRIORITY:
+            reclaim = [(t, job.priority, None, True) for t in others]
         borrow: list[_Rule] = []
         if policy.borrow_within_cohort is BorrowWithinCohort.LOWER_PRIORITY:
             cap = policy.borrow_max_priority_threshold
             borrow = [(t, job.priority, cap, False) for t in others]
-        attempts.append((False, same + borrow))
-        viable = [(within, kept) for within, rules in attempts if (kept := self._viable(f, rules))]
-        return viable
+        return self._viable(f, same + reclaim), self._viable(f, same + borrow)
 
     def _viable(self, f: str, rules: list[_Rule]) -> list[_Rule]:
         """The rules that can yield a candidate: a team's jobs are ordered lowest priority
@@ -259,23 +298,39 @@ class Preemptor:
         kept = []
         for rule in rules:
             team, below, cap, _ = rule
-            first = next(iter(self._index.team_jobs(f, team)), None)
-            if first is None:
+            lowest = self._lowest_priority(f, team)
+            if lowest is None:
                 continue
-            if (below is None or first.priority < below) and (cap is None or first.priority <= cap):
+            if (below is None or lowest < below) and (cap is None or lowest <= cap):
                 kept.append(rule)
         return kept
 
-    def _borrowers(self, cohort: str, f: str, team: str) -> list[str]:
-        """Members of ``cohort`` other than ``team`` above their nominal of ``f``, remembered
+    def _lowest_priority(self, f: str, team: str) -> int | None:
+        """The lowest priority among the team's candidates on ``f`` (the priority of its first
+        in victim order), None: it has none. Taken for every team of the type at once, without
+        ordering their jobs (a search orders them only if it runs)."""
+        return self._lowest_of(f).get(team)
+
+    def _lowest_of(self, f: str) -> dict[str, int]:
+        lowest = self._lowest.get(f)
+        if lowest is None:
+            lowest = self._lowest[f] = {
+                name: min([job.priority for job in jobs])
+                for name, jobs in self._ws.jobs_of(f).items()
+                if jobs
+            }
+        return lowest
+
+    def _borrowers(self, cohort: str, f: str, team: str) -> tuple[str, ...]:
+        """Members of ``cohort`` (``team``'s) above their nominal of ``f``, by name, remembered
         while no usage in the cohort changed (never read inside a what-if, which is undone)."""
         ws = self._ws
         stamp = (ws.rare_epoch, ws.quota_epoch(team, f))
         known = self._borrowing.get((cohort, f))
         if known is None or known[0] != stamp:
-            members = [t for t in ws.cohort_members(cohort) if ws.borrowing(t, f)]
+            members = tuple(t for t in ws.cohort_members(cohort) if ws.borrowing(t, f))
             known = self._borrowing[(cohort, f)] = (stamp, members)
-        return [t for t in known[1] if t != team]
+        return known[1]
 
     def _may_fit_within(self, job: PendingJob, f: str, policy: PreemptionPolicy) -> bool:
         """Necessary for attempt a: the team's usage, less all of its own that could end or be
@@ -289,11 +344,16 @@ class Preemptor:
         used = ws.used(team, f)
         if used + need <= nominal:
             return True
-        freeable = sum(j.gpus for j in self._index.ending(f) if j.team == team)
-        if policy.within_team is WithinTeam.LOWER_PRIORITY:
-            below = job.priority
-            own = self._index.team_jobs(f, team)
-            freeable += sum(j.gpus for j in takewhile(lambda j: j.priority < below, own))
+        lower = policy.within_team is WithinTeam.LOWER_PRIORITY
+        key = (team, f, job.priority if lower else None)
+        freeable = self._freeable.get(key)
+        if freeable is None:
+            freeable = sum(j.gpus for j in self._index.ending(f) if j.team == team)
+            if lower:  # the team's jobs below the job's priority (in any order: a sum)
+                below = job.priority
+                own = self._ws.jobs_of(f).get(team, [])
+                freeable += sum([j.gpus for j in own if j.priority < below])
+            self._freeable[key] = freeable
         return used - freeable + need <= nominal
 
     def _candidates(self, f: str, rules: list[_Rule], protect: bool = True) -> Iterator[RunningJob]:

@@ -20,16 +20,16 @@ import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping
 from itertools import groupby
-from operator import attrgetter, mul
+from operator import attrgetter
 from typing import TypeVar
 
 from gpupool.scheduler.snapshot import PendingJob
 
 JobKey = tuple[int, float, float, str]
-# team, gpus, nodes, priority, gpu types, cpus, memory_gb, max_runtime_s, backend
-Request = tuple[str, int, int, int, tuple[str, ...], float, float, float | None, str | None]
+# The repr of (team, gpus, nodes, priority, gpu types, cpus, memory_gb, max_runtime_s,
+# backend): ``PendingJob.request``.
+Request = str
 T = TypeVar("T")
-_MISSING = object()
 HeadKey = tuple[int, int, float, float, float, int, float, str]
 
 
@@ -96,20 +96,6 @@ _BY_ID = attrgetter("id")
 _BY_PRIORITY = attrgetter("priority")
 _BY_SUBMITTED = attrgetter("submitted_at")
 _BY_TEAM = attrgetter("team")
-_BY_TYPES = attrgetter("gpu_types")
-_BY_GPUS = attrgetter("gpus")
-_BY_NODES = attrgetter("nodes")
-_REQUEST = attrgetter(
-    "team",
-    "gpus",
-    "nodes",
-    "priority",
-    "gpu_types",
-    "cpus",
-    "memory_gb",
-    "max_runtime_s",
-    "backend",
-)
 
 
 def sort_jobs(jobs: Iterable[PendingJob], starving_before: float | None = None) -> list[PendingJob]:
@@ -123,20 +109,38 @@ def sort_jobs(jobs: Iterable[PendingJob], starving_before: float | None = None) 
 def _sorted(
     jobs: Iterable[PendingJob], starving_before: float | None, by_team: bool
 ) -> list[PendingJob]:
+    # One pass splits off the starving jobs and checks whether both parts are already in the
+    # order the sorts give them: all of one priority, each part by (team, if ``by_team``)
+    # submit time and id. A store lists each team's queue so, and then the sorts are skipped.
     hungry: list[PendingJob] = []
-    if starving_before is None:
-        rest = list(jobs)
-    else:
-        rest = []
-        for job in jobs:  # PendingJob.waiting_since, inlined: every job, every cycle
-            since = job.submitted_at if job.queued_at is None else job.queued_at
-            (hungry if since <= starving_before else rest).append(job)
-    rest.sort(key=_BY_SUBMIT)
-    rest.sort(key=_BY_PRIORITY, reverse=True)  # stable: ties keep submit time, id
-    if hungry:
+    rest: list[PendingJob] = []
+    before = -math.inf if starving_before is None else starving_before
+    last_hungry: tuple[object, ...] = ()
+    last_rest: tuple[object, ...] = ()
+    ordered, priority = True, None
+    for job in jobs:  # every job, every cycle: kept to plain attribute reads
+        key = (job.team, job.submitted_at, job.id) if by_team else (job.submitted_at, job.id)
+        if job.waiting_since <= before:
+            hungry.append(job)
+            if last_hungry and key <= last_hungry:
+                ordered = False
+            last_hungry = key
+        else:
+            rest.append(job)
+            if last_rest and key <= last_rest:
+                ordered = False
+            last_rest = key
+        if job.priority != priority:
+            ordered = ordered and priority is None
+            priority = job.priority
+    if not ordered:
+        rest.sort(key=_BY_SUBMIT)
+        rest.sort(key=_BY_PRIORITY, reverse=True)  # stable: ties keep submit time, id
         hungry.sort(key=_BY_ID)
         hungry.sort(key=_BY_PRIORITY, reverse=True)
         hungry.sort(key=_BY_SUBMITTED)
+    if not hungry:
+        return rest
     merged = hungry + rest
     if by_team:
         merged.sort(key=_BY_TEAM)  # stable: within a team, starving first, then the rest
@@ -144,9 +148,9 @@ def _sorted(
 
 
 def request_of(job: PendingJob) -> Request:
-    """What the scheduler reads of a job besides its id and place in the queue."""
-    request: Request = _REQUEST(job)
-    return request
+    """What the scheduler reads of a job besides its id and place in the queue: two jobs with
+    the same request are decided alike (their fields' reprs are equal, so their values are)."""
+    return job.request
 
 
 class TeamQueue:
@@ -168,17 +172,13 @@ class TeamQueue:
         self._next = 0
         # The smallest request per accepted gpu types, over the whole queue at the start of
         # the cycle: whether the team has *any* job waiting that fits within its nominal quota.
-        self.smallest: dict[tuple[str, ...], int] = {}
-        kinds = set(map(_BY_TYPES, jobs))
-        if len(kinds) == 1:  # the usual case, in C: one min over gpus x nodes
-            self.smallest[kinds.pop()] = min(map(mul, map(_BY_GPUS, jobs), map(_BY_NODES, jobs)))
-            return
-        # The distinct (gpu types, need) pairs are built in C; only those few are looped over.
-        needs = map(mul, map(_BY_GPUS, jobs), map(_BY_NODES, jobs))
-        for kind, need in set(zip(map(_BY_TYPES, jobs), needs, strict=True)):
-            known = self.smallest.get(kind)
+        smallest: dict[tuple[str, ...], int] = {}
+        for job in jobs:  # plain attribute reads (faster than attrgetter maps): every cycle
+            need = job.gpus * job.nodes
+            known = smallest.get(job.gpu_types)
             if known is None or need < known:
-                self.smallest[kind] = need
+                smallest[job.gpu_types] = need
+        self.smallest = smallest
 
     @property
     def head(self) -> PendingJob | None:
@@ -188,22 +188,28 @@ class TeamQueue:
         """Move past the head, admitted or set aside (best-effort FIFO)."""
         self._next += 1
 
-    def skip_known(self, known: Mapping[Request, T]) -> list[tuple[PendingJob, T]]:
-        """The jobs right after the head whose :func:`request_of` is in ``known``, each with
-        its entry there; the queue moves past them, the head stays (it was just decided)."""
+    def skip_known(self, known: Mapping[Request, T]) -> tuple[list[PendingJob], list[T]]:
+        """The jobs right after the head whose :func:`request_of` is in ``known``, and their
+        entries there; the queue moves past them, the head stays (it was just decided).
+
+        Only that run is walked (each job is passed once per cycle), and each look-up hashes
+        the job's request string, whose hash is kept."""
         jobs, at = self._jobs, self._next
+        entry: Callable[[Request], T | None] = known.get
+        found: list[T] = []
         end = at + 1
-        out = []
         while end < len(jobs):
-            found = known.get(_REQUEST(jobs[end]), _MISSING)
-            if found is _MISSING:
+            why = entry(jobs[end].request)
+            if why is None:  # no entry of ``known`` is None
                 break
-            out.append((jobs[end], found))
+            found.append(why)
             end += 1
-        if out:  # the head moves to the last skipped place: no list shifting
-            jobs[end - 1] = jobs[at]
-            self._next = end - 1
-        return out  # type: ignore[return-value]
+        if not found:
+            return [], found
+        skipped = jobs[at + 1 : end]
+        jobs[end - 1] = jobs[at]  # the head moves to the last skipped place: no list shifting
+        self._next = end - 1
+        return skipped, found
 
     def drain(self) -> list[PendingJob]:
         """Every job after the head, in order; the queue is left empty (strict FIFO)."""

@@ -41,9 +41,16 @@ from dataclasses import dataclass, field
 
 from gpupool.core.quota import check_quota
 from gpupool.scheduler import reasons
-from gpupool.scheduler.assignment import FitMode, assign, gpuless_fits, job_shape, usable_pools
+from gpupool.scheduler.assignment import (
+    Assignment,
+    FitMode,
+    assign,
+    gpuless_fits,
+    job_shape,
+    usable_pools,
+)
 from gpupool.scheduler.capacity import Held, NodeRoom, PoolRoom, Shape
-from gpupool.scheduler.snapshot import Admission, PendingJob, PendingReason, Policy
+from gpupool.scheduler.snapshot import Admission, PendingJob, PendingReason, Policy, ReasonCode
 from gpupool.scheduler.workspace import Simulation, Workspace
 
 _EPSILON = 1e-9
@@ -52,6 +59,10 @@ _SLACK = 1e-6  # wider than any rounding of summed holds: an upper bound stays a
 _End = tuple[float | None, int, float, float]
 # Which reservations a job may use: (due no earlier than, types held for borrowers), or None: all.
 _Which = tuple[float | None, tuple[str, ...]] | None
+# Assignment reasons of a gpu type on which holding room could not help the job.
+_NEVER_HELD = frozenset(
+    {ReasonCode.NO_POOL, ReasonCode.TOO_LARGE, ReasonCode.QUOTA, ReasonCode.COHORT}
+)
 
 
 @dataclass(slots=True)
@@ -112,11 +123,20 @@ class Reservations:
         at = self._futile.get((job.team, job_shape(job), types, job.backend))
         return at != (self._ws.epoch, self._holds_version)
 
-    def reserve(self, job: PendingJob, types: tuple[str, ...]) -> Reservation | None:
-        """Hold room for a starving job that does not fit now, at most one per team."""
+    def reserve(
+        self, job: PendingJob, types: tuple[str, ...], no_fit: Assignment | None = None
+    ) -> Reservation | None:
+        """Hold room for a starving job that does not fit now, at most one per team.
+
+        ``no_fit``: the job's assignment answer in the workspace as it is now, if known. When
+        it says that every type failed a check that held room cannot change (no usable pool,
+        too large, the team's quota), no pool is looked at: each would be skipped below."""
         if job.team in self._teams:
             return None
         ws, shape = self._ws, job_shape(job)
+        if no_fit is not None and _never_held(no_fit):
+            self._futile[(job.team, shape, types, job.backend)] = (ws.epoch, self._holds_version)
+            return None
         ends = self._ends() if self._some_end_known() else None
         best: tuple[float, int, str, PoolRoom, tuple[int, ...]] | None = None
         for rank, f in enumerate(types):
@@ -297,6 +317,14 @@ class Reservations:
                 ends.setdefault((pool, p.node), []).append((ends_by, len(p.devices), cpus, memory))
         self._admitted_seen = len(admitted)
         return ends
+
+
+def _never_held(no_fit: Assignment) -> bool:
+    """True when each of ``no_fit``'s reasons (one per gpu type tried) is one that
+    :meth:`Reservations.reserve` skips the type for: no pool could ever hold the job, or the
+    team's quota (the same :func:`check_quota` on the same workspace) stops it."""
+    reasons_ = no_fit.reasons
+    return bool(reasons_) and all(reason.code in _NEVER_HELD for reason in reasons_)
 
 
 def _releasing_could_help(items: list[Reservation], shape: Shape) -> bool:

@@ -128,14 +128,33 @@ class PendingJob:
     # The backend it was pinned to at submit (``None``: any, ``backend: auto``): only pools of
     # that backend are eligible.
     backend: str | None = None
+    # Derived: what the scheduler reads of the job besides its id and place in the queue, as
+    # one string (the repr of those fields; see ``scheduler.queues.request_of``). Stored once at
+    # construction because every cycle looks each queued job's up, and a string keeps its hash.
+    request: str = field(init=False, repr=False, compare=False)
+    # Derived: when it started to wait (``queued_at``, else its submit time), stored for the
+    # same reason: every cycle reads it for each queued job, to know which starve.
+    waiting_since: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        request = (
+            self.team,
+            self.gpus,
+            self.nodes,
+            self.priority,
+            self.gpu_types,
+            self.cpus,
+            self.memory_gb,
+            self.max_runtime_s,
+            self.backend,
+        )
+        object.__setattr__(self, "request", repr(request))
+        since = self.submitted_at if self.queued_at is None else self.queued_at
+        object.__setattr__(self, "waiting_since", since)
 
     @property
     def total_gpus(self) -> int:
         return self.gpus * self.nodes
-
-    @property
-    def waiting_since(self) -> float:
-        return self.submitted_at if self.queued_at is None else self.queued_at
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from types import TracebackType
 
 from gpupool.core.quota import CohortBalance, Quota, gpuless_charge, weighted_share
@@ -59,6 +60,20 @@ from gpupool.scheduler.snapshot import (
 )
 
 _NO_COHORT = CohortBalance()
+_NO_QUOTA = Quota()
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _quota(
+    nominal: int,
+    borrowing_limit: int | None,
+    lending_limit: int | None,
+    cpus: float | None,
+    memory_gb: float | None,
+) -> Quota:
+    """One immutable :class:`Quota` per distinct set of numbers: every cycle reads every team's
+    quotas, which seldom change."""
+    return Quota(nominal, borrowing_limit, lending_limit, cpus, memory_gb)
 
 
 def _quota_fields(
@@ -235,7 +250,7 @@ class Workspace:
         quota = self._quotas.get((team, gpu_type))
         if quota is None:
             view = self.team(team).quota.get(gpu_type)
-            quota = Quota() if view is None else Quota(*_quota_fields(view))
+            quota = _NO_QUOTA if view is None else _quota(*_quota_fields(view))
             self._quotas[(team, gpu_type)] = quota
         return quota
 

@@ -164,6 +164,10 @@ class Simulation:
         self.parking = Parking()
         self.queues: dict[str, TeamQueue] = {}  # the waiting jobs, team by team
         self._running: tuple[RunningJob, ...] | None = ()  # None: changed since last built
+        # (team, gpu type) -> [GPUs, attempts] of the running attempts, kept as they start and
+        # end: the snapshot is handed the usage (what ``held_gpus`` would sum over them) and
+        # the cycle makes no pass over every running job for it.
+        self._held: dict[tuple[str, str], list[int]] = {}
         # When each waiting job started to wait, sorted: the next to starve is found by bisect.
         self._waits: list[tuple[float, str]] = []
         # When the first job a cycle's preemption search left out as too young may be preempted.
@@ -341,6 +345,7 @@ class Simulation:
             teams=self._team_views(now),
             running=self._running,
             pending=(),
+            usage=self._usage(),
             nominations=self.nominations,
             budgets=self.budgets.blocks,
         )
@@ -435,10 +440,31 @@ class Simulation:
         groups = {team: queue.jobs() for team, queue in sorted(self.queues.items()) if len(queue)}
         return snapshot, groups
 
+    def _usage(self) -> dict[str, dict[str, int]]:
+        """GPUs held per team and gpu type by the running attempts: ``held_gpus`` of them,
+        with the same entries (a team's GPU-less attempts give it an entry of 0)."""
+        usage: dict[str, dict[str, int]] = {}
+        for (team, gpu_type), (gpus, _) in self._held.items():
+            usage.setdefault(team, {})[gpu_type] = gpus
+        return usage
+
+    def _count_held(self, running: RunningJob, sign: int) -> None:
+        key = (running.team, running.gpu_type)
+        held = self._held.get(key)
+        if held is None:
+            held = self._held[key] = [0, 0]
+        held[0] += sign * running.gpus
+        held[1] += sign
+        if not held[1]:
+            del self._held[key]
+
     def _team_views(self, now: float) -> dict[str, TeamView]:
         usage = self.meter.usage(now)
+        # Every field named (dataclasses.replace, a dozen teams every cycle, costs more).
         return {
-            name: view if name not in usage else replace(view, usage_history=usage[name])
+            name: view
+            if name not in usage
+            else TeamView(view.name, view.cohort, view.weight, view.quota, usage[name])
             for name, view in self._teams.items()
         }
 
@@ -483,6 +509,7 @@ class Simulation:
             record.first_start = now
         self.running[record.trace.job_id] = record
         self._running = None
+        self._count_held(record.running, +1)
         self.pools.take(placements)
         gpus = record.running.gpus
         self.meter.start(record.team, gpus, now)
@@ -514,6 +541,7 @@ class Simulation:
         self.pools.free(running.placements)
         del self.running[record.trace.job_id]
         self._running = None
+        self._count_held(running, -1)
         record.running = None
         record.handle = None
         return gpus

@@ -42,11 +42,11 @@ def test_skip_known_skips_a_run_of_the_heads_own_request() -> None:
     big = PendingJob("big", "t", 0, 5.0, 8)
     a4 = PendingJob("a4", "t", 0, 6.0, 1)
     queue = TeamQueue("t", [a1, a2, a3, big, a4])
-    assert queue.skip_known({request_of(a1): "why"}) == [(a2, "why"), (a3, "why")]
+    assert queue.skip_known({request_of(a1): "why"}) == ([a2, a3], ["why", "why"])
     assert queue.head == a1
     queue.advance()
     assert queue.head == big
-    assert queue.skip_known({request_of(big): "why"}) == []
+    assert queue.skip_known({request_of(big): "why"}) == ([], [])
     assert queue.smallest == {(): 1}
 
 
@@ -58,7 +58,7 @@ def test_skip_known_stops_at_the_first_unknown_request() -> None:
     b2 = PendingJob("b2", "t", 0, 5.0, 2)
     queue = TeamQueue("t", [a1, a2, b1, a3, c1, b2])
     known = {request_of(a1): "why-a", request_of(b1): "why-b"}
-    assert queue.skip_known(known) == [(a2, "why-a"), (b1, "why-b"), (a3, "why-a")]
+    assert queue.skip_known(known) == ([a2, b1, a3], ["why-a", "why-b", "why-a"])
     assert queue.head == a1
     queue.advance()
     assert queue.head == c1
