@@ -308,6 +308,17 @@ class RayHarness(LocalHarness):
         self.backend = RayBackend(self.ctx)
         return self.backend
 
+    def wait(
+        self, handle: JobHandle, until: Callable[[BackendStatus], bool] | None = None
+    ) -> BackendStatus:
+        until = until or is_final
+        deadline = time.monotonic() + 3 * WAIT_S  # each job starts a supervisor actor: slow
+        while not until(status := self.backend.poll([handle])[handle.key]):
+            if time.monotonic() > deadline:
+                pytest.fail(f"{handle.key} still {status} after {3 * WAIT_S}s")
+            time.sleep(0.05)
+        return status
+
     def cleanup(self) -> None:
         """Stop what a test left running: every key submitted has a dir under the root."""
         root = self.backend.root  # type: ignore[attr-defined]
@@ -703,6 +714,22 @@ class KubernetesHarness(LocalHarness):
         """Stop the stand-in (it kills what still runs); no request may have been refused."""
         self.api.stop()
         assert not self.api.rejected, self.api.rejected
+
+
+# Harnesses whose first test starts a real cluster (scripts/*/up.sh, minutes on a busy machine).
+CLUSTER_HARNESSES = frozenset({"slurm", "ray"})
+CLUSTER_TIMEOUT_S = 900
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give a test of a cluster harness the time its cluster's start may take: the start runs
+    in the first such test's setup, and the module's 60 s timeout would cut it half done."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        harness = callspec.params.get("harness") if callspec is not None else None
+        names = set(getattr(item, "fixturenames", ()))
+        if harness in CLUSTER_HARNESSES or names & CLUSTER_HARNESSES:
+            item.add_marker(pytest.mark.timeout(CLUSTER_TIMEOUT_S))
 
 
 HARNESSES: dict[str, Callable[[Path], Harness]] = {
