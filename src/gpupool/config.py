@@ -201,6 +201,9 @@ class Settings:
     lease_s: float = 6.0
     # Where Prometheus metrics are served (host, port), apart from the API; None: not served.
     metrics_address: tuple[str, int] | None = None
+    # Processes that serve the API on the one listening socket (server.workers): this one and
+    # api_workers - 1 API-only children; a role without the API has none.
+    api_workers: int = 1
 
     @property
     def api_url(self) -> str:
@@ -281,6 +284,26 @@ def load_lease(env: Mapping[str, str]) -> tuple[float, float]:
     return renew_s, lease_s
 
 
+MAX_API_WORKERS = 64
+
+
+def load_api_workers(env: Mapping[str, str], overrides: Mapping[str, object], role: str) -> int:
+    """``GPUPOOL_API_WORKERS`` (``--api-workers``): how many processes serve the API, from 1
+    (the default) to :data:`MAX_API_WORKERS`; a controller-only process serves none."""
+    raw = str(overrides.get("api_workers") or env.get("GPUPOOL_API_WORKERS") or "1").strip()
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_API_WORKERS:
+        raise ConfigInvalid(
+            f"GPUPOOL_API_WORKERS={raw!r} (--api-workers) is not a number of processes from 1 "
+            f"to {MAX_API_WORKERS}; about one per core is a good start"
+        )
+    if role == "controller" and int(raw) > 1:
+        raise ConfigInvalid(
+            "--api-workers (GPUPOOL_API_WORKERS) needs a role that serves the API (all or "
+            "api): a controller-only process serves none"
+        )
+    return int(raw)
+
+
 def load_metrics_address(
     env: Mapping[str, str], overrides: Mapping[str, object]
 ) -> tuple[str, int] | None:
@@ -308,7 +331,8 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
     ``GPUPOOL_GRANT_KEY``; keyword overrides (CLI flags) win. TLS: :func:`load_tls`.
 
     Roles and the controller lease: ``GPUPOOL_ROLE`` (``--role``), ``GPUPOOL_LEASE_RENEW_S``
-    and ``GPUPOOL_LEASE_S``. Metrics: :func:`load_metrics_address`.
+    and ``GPUPOOL_LEASE_S``. API processes: :func:`load_api_workers`. Metrics:
+    :func:`load_metrics_address`.
 
     Identity: ``GPUPOOL_DIRECTORY_FILE`` and the ``GPUPOOL_OIDC_*`` of :class:`OidcSettings`.
     Limits: the variables of :data:`LIMIT_VARIABLES` (:class:`ServerLimits`)."""
@@ -319,6 +343,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
         overrides.get("database_url") or env.get("GPUPOOL_DATABASE_URL") or sqlite_url(home)
     )
     renew_s, lease_s = load_lease(env)
+    role = load_role(env, overrides)
     return Settings(
         home=home,
         database_url=database_url,
@@ -331,8 +356,9 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
         grant_key=env.get("GPUPOOL_GRANT_KEY") or None,
         tls=load_tls(env, overrides),
         limits=load_limits(env),
-        role=load_role(env, overrides),
+        role=role,
         lease_renew_s=renew_s,
         lease_s=lease_s,
         metrics_address=load_metrics_address(env, overrides),
+        api_workers=load_api_workers(env, overrides, role),
     )

@@ -92,6 +92,13 @@ def server(
             "private address). Default: $GPUPOOL_METRICS_ADDRESS, else not served."
         ),
     ] = None,
+    api_workers: Annotated[
+        int | None,
+        typer.Option(
+            help="Processes that serve the API on the one port (about one per core; on SQLite "
+            "too). Default: $GPUPOOL_API_WORKERS, else 1."
+        ),
+    ] = None,
 ) -> None:
     """Run the control plane (API + scheduler) on this machine."""
     from gpupool.controller.leader import StoreInUse
@@ -108,6 +115,7 @@ def server(
         ssl_certfile=ssl_certfile,
         ssl_keyfile=ssl_keyfile,
         metrics_address=metrics_address,
+        api_workers=api_workers,
     )
     try:
         serve(settings, config, echo=typer.echo)

@@ -280,7 +280,7 @@ def describe(
     if leadership is not None:
         out["controller"] = leadership.status()
     if not postgres:
-        out["leader"] = {"election": "none (SQLite: one process serves API and controller)"}
+        out["leader"] = {"election": "none (SQLite: one server runs the API and the controller)"}
         return out
     view: LeaseView | None
     try:

@@ -83,7 +83,7 @@ from gpupool.scheduler import (
 )
 from gpupool.spec.models import ClusterConfig
 from gpupool.state import changes, identities, jobs, queue
-from gpupool.state.db import Session, SessionFactory, store_outage
+from gpupool.state.db import Session, SessionFactory, store_outage, write_conflict
 from gpupool.state.group_commit import GroupCommit
 from gpupool.state.models import AttemptRow, JobRow
 
@@ -211,10 +211,18 @@ class Controller:
             except LeaseLost as exc:  # deposed: stop deciding, stand by for the lease
                 self.leader.deposed(str(exc))
             except Exception as exc:  # keep serving: one bad tick must not stop scheduling
+                if write_conflict(exc) or write_conflict(exc.__cause__ or exc):
+                    # A deadlock with a concurrent write: the database undid this tick's
+                    # transaction, nothing else. The next tick decides again from the store.
+                    log.info("a controller tick met a concurrent write and runs again")
+                    self._forget_cycles()
+                    self._stop.wait(MIN_TICK_GAP_S)
+                    continue
                 outage = store_outage(exc)
                 if outage is None:
                     log.exception("controller tick failed")
                 else:
+                    self._forget_cycles()
                     self._stop.wait(self._store_lost(outage.message))
                     continue
             else:
@@ -296,19 +304,25 @@ class Controller:
         epoch = self.leader.epoch if self.leader.is_leader() else None
         if epoch != self._epoch:
             self._epoch = epoch
-            self._reasons = {}
-            self.queue.forget()  # the store is read whole at the term's first cycle
-            self._parking = Parking()
-            self._nominations = ()
+            self._forget_cycles()  # the store is read whole at the term's first cycle
             self.last_cycle = None
             self._history = None
             self.budgets.forget()
-            self._dirty = True
             self.accrual.forget()
             self.autoscaler.forget()
             with self._lock:
                 self._recorded.clear()
         return epoch is not None
+
+    def _forget_cycles(self) -> None:
+        """Drop what was kept between cycles (the queue state, parked teams, the pending
+        reasons written): the next cycle reads the store whole. After a tick whose
+        transaction did not commit, what it kept may claim decisions the store never took."""
+        self._reasons = {}
+        self.queue.forget()
+        self._parking = Parking()
+        self._nominations = ()
+        self._dirty = True
 
     def _store_changed(self) -> bool:
         """Whether jobs changed in the store since the queue state's last read (a submit

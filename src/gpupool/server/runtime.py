@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,8 +74,12 @@ class Runtime:
     webhooks: WebhookWorker = field(init=False)
     budgets: BudgetService = field(init=False)
     dashboard: DashboardService = field(init=False)  # what the /ui pages show (server.ui)
+    # Told of a stored submit, cancel or configuration change; None: this process's
+    # controller (an API worker passes its pipe to the parent's, server.workers).
+    wake: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
+        wake = self.wake or self.controller.wake
         if self.signer is None:
             self.signer = Signer(signing_key(self.settings.home, self.settings.grant_key))
         self.audit = AuditService(self.sessions, self.current_config)
@@ -96,7 +101,7 @@ class Runtime:
             self.sessions,
             self.current_config,
             self.clock,
-            self.controller.wake,
+            wake,
             limits=self.settings.limits,
             pool_health=self.controller.backoff.health,
             forecasts=ForecastService(
@@ -115,7 +120,7 @@ class Runtime:
         if self.live is None:
             self.live = LiveConfig(self.sessions, self.config)
         self.config_service = ConfigService(
-            self.sessions, self.live, self.clock, self._prepare_storage, self.controller.wake
+            self.sessions, self.live, self.clock, self._prepare_storage, wake
         )
         self.budgets = BudgetService(
             self.sessions, self.current_config, self.clock, self.config_service
@@ -238,9 +243,15 @@ def _narrow(path: Path, remove: int) -> None:
     path.chmod(mode & ~remove)
 
 
-def build_runtime(settings: Settings, config: ClusterConfig, clock: Clock | None = None) -> Runtime:
+def build_runtime(
+    settings: Settings,
+    config: ClusterConfig,
+    clock: Clock | None = None,
+    wake: Callable[[], None] | None = None,
+) -> Runtime:
     """Check the store's schema (a fresh store is created; an older one is refused, see
-    ``state.schema``) and wire the services; the controller is not started yet."""
+    ``state.schema``) and wire the services; the controller is not started yet. ``wake``:
+    what a stored submit or cancel tells (default: this process's controller)."""
     private_home(settings.home, settings.state_dir)
     engine = make_engine(settings.database_url)
     ensure_schema(engine)
@@ -265,7 +276,7 @@ def build_runtime(settings: Settings, config: ClusterConfig, clock: Clock | None
         sessions, lambda: runtime.current_config(), execution, clock, grants, leader
     )
     runtime = Runtime(
-        settings, config, engine, sessions, clock, controller, execution, signer=signer
+        settings, config, engine, sessions, clock, controller, execution, signer=signer, wake=wake
     )
     live = runtime.live
     assert live is not None  # made by Runtime when not given

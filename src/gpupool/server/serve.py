@@ -3,7 +3,8 @@
 ``settings.role`` picks what this process runs: ``all`` (API and controller, the default),
 ``api`` (HTTP only: any number of replicas on one PostgreSQL store) or ``controller``
 (scheduling only, behind the lease of ``controller.leader``; HTTP serves just the health
-routes). On SQLite one process runs, in role ``all``, and holds a lock next to the store.
+routes). On SQLite one server runs, in role ``all``, and holds a lock next to the store.
+``settings.api_workers`` > 1: the API is served by that many processes (``server.workers``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import IO
 
 import uvicorn
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from gpupool.auth.audit import OK, AuditEntry, operator_actor, record
 from gpupool.auth.tokens import IssuedToken, create_token, has_tokens
@@ -31,6 +33,7 @@ from gpupool.server.http_guard import guarded_protocol, raise_open_files_limit
 from gpupool.server.metrics.exporter import Metrics
 from gpupool.server.routes import health
 from gpupool.server.runtime import Runtime, build_runtime, is_postgres, prepare_storage
+from gpupool.server.workers import ApiWorkers
 from gpupool.spec.load import load_config, parse_config
 from gpupool.spec.models import ClusterConfig
 from gpupool.state import config_store
@@ -123,7 +126,8 @@ def hold_store(settings: Settings) -> IO[str] | None:
     if settings.role != "all":
         raise ConfigInvalid(
             f"--role {settings.role} needs PostgreSQL (GPUPOOL_DATABASE_URL): on SQLite one "
-            "process serves both the API and the controller (--role all)"
+            "server runs both the API and the controller (--role all; --api-workers N "
+            "serves its API from N processes)"
         )
     url = settings.database_url
     path = url.split("///", 1)[-1].split("?", 1)[0] if "///" in url else ""
@@ -234,8 +238,7 @@ def _serve(
         )
     soft, _ = raise_open_files_limit()  # room for connections (slow clients are cut below)
     log.debug("open files limit: %d", soft)
-    limits = settings.limits
-    app = health_app(runtime) if role == "controller" else create_app(runtime)
+    app: ASGIApp = health_app(runtime) if role == "controller" else create_app(runtime)
     metrics = None
     if metrics_listener is not None:
         metrics = Metrics(
@@ -252,26 +255,58 @@ def _serve(
     if role != "api":  # an API replica leaves scheduling to the controllers
         runtime.controller.start()
         runtime.webhooks.start()
+    workers = None
+    if settings.api_workers > 1 and role != "controller":
+        # An API replica's children wake no controller of this process: the one leading
+        # reads their writes from the store.
+        wake = runtime.controller.wake if role == "all" else lambda: None
+        workers = ApiWorkers(settings, listener, wake)
+        workers.start(settings.api_workers - 1)
+        echo(f"API served by {settings.api_workers} processes (workers {workers.pids})")
     try:
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app,
-                host=settings.host,
-                port=settings.port,
-                # Header and body read deadlines: a request that never ends holds nothing long.
-                http=guarded_protocol(limits.header_timeout_s, limits.body_timeout_s),
-                log_level=settings.log_level.lower(),
-                access_log=settings.log_level.lower() == "debug",
-                log_config=uvicorn_log_config(),
-                # TLS by uvicorn (--ssl-certfile/--ssl-keyfile); else plain HTTP or a proxy's.
-                ssl_certfile=str(settings.tls.certfile) if settings.tls else None,
-                ssl_keyfile=str(settings.tls.keyfile) if settings.tls else None,
-            )
-        )
-        server.run(sockets=[listener])
-        if not server.started:  # uvicorn has logged why (a TLS file it could not load, ...)
-            raise SystemExit(3)
+        _run_http(app, settings, listener)
     finally:
+        if workers is not None:
+            workers.stop()
         if metrics is not None:
             metrics.close()
         runtime.close()
+
+
+def serve_worker(settings: Settings, listener: socket.socket, wake: Callable[[], None]) -> None:
+    """An API worker's process (``server.workers``): the API of the stored configuration on
+    its parent's socket, telling ``wake`` of what it stores. No controller, no metrics
+    listener, no first-start tokens: its parent has them."""
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    install_logging()
+    raise_open_files_limit()
+    runtime = build_runtime(settings, resolve_config(settings, None), wake=wake)
+    try:
+        _run_http(create_app(runtime), settings, listener)
+    finally:
+        runtime.close()
+
+
+def _run_http(app: ASGIApp, settings: Settings, listener: socket.socket) -> None:
+    limits = settings.limits
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            # Header and body read deadlines: a request that never ends holds nothing long.
+            http=guarded_protocol(limits.header_timeout_s, limits.body_timeout_s),
+            log_level=settings.log_level.lower(),
+            access_log=settings.log_level.lower() == "debug",
+            log_config=uvicorn_log_config(),
+            # TLS by uvicorn (--ssl-certfile/--ssl-keyfile); else plain HTTP or a proxy's.
+            ssl_certfile=str(settings.tls.certfile) if settings.tls else None,
+            ssl_keyfile=str(settings.tls.keyfile) if settings.tls else None,
+        )
+    )
+    server.run(sockets=[listener])
+    if not server.started:  # uvicorn has logged why (a TLS file it could not load, ...)
+        raise SystemExit(3)

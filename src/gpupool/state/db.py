@@ -24,6 +24,7 @@ the database is back the first request gets a fresh connection instead of a dead
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import threading
@@ -62,6 +63,7 @@ __all__ = [
     "session_factory",
     "store_outage",
     "upgrade",
+    "write_conflict",
 ]
 
 # What callers are given to open sessions with: ``factory()`` to read, ``factory.begin()`` to
@@ -70,6 +72,7 @@ SessionFactory = sessionmaker[Session]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+WRITERS_SIDE_FILE = "-writers"  # flock'd by each write transaction (SqliteWriters)
 CONNECT_TIMEOUT_S = 5
 PING_IDLE_S = 1.0  # a pooled connection unused this long is pinged before it is handed out
 _RETURNED = "gpupool.returned_at"
@@ -189,6 +192,10 @@ def store_outage(exc: BaseException) -> StoreUnavailable | None:
     may hold secrets)."""
     if isinstance(exc, StoreUnavailable):
         return exc
+    if write_conflict(exc):
+        return StoreUnavailable(
+            "a concurrent write conflicted with this one (the database chose it to undo): retry"
+        )
     if isinstance(exc, PoolTimeout):
         return StoreUnavailable(f"no free database connection: {str(exc).splitlines()[0]}")
     lost = isinstance(exc, OperationalError | InterfaceError) or (
@@ -201,12 +208,70 @@ def store_outage(exc: BaseException) -> StoreUnavailable | None:
     return StoreUnavailable(f"the database cannot be reached: {type(orig).__name__}: {first}")
 
 
+# PostgreSQL undoes one transaction of a deadlock (40P01) or of a serialization conflict
+# (40001): the store is fine, and the same transaction run again goes through.
+CONFLICT_STATES = frozenset({"40P01", "40001"})
+
+
+def write_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` is a transaction the database undid for a conflict with a concurrent
+    one (a deadlock): nothing is lost, and running it again is the cure."""
+    orig = getattr(exc, "orig", None)
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    return isinstance(exc, DBAPIError) and state in CONFLICT_STATES
+
+
+class SqliteWriters:
+    """The writers of one SQLite file, queued: first among this process's threads, then,
+    by ``flock`` on a side file, among the processes that share the file (a server's API
+    workers). Queued writers wait without sleeping, and a transaction begins only once the
+    last writer has committed, so it never finds its snapshot stale at its first write."""
+
+    _by_path: dict[str, SqliteWriters] = {}
+    _made = threading.Lock()
+
+    def __init__(self, path: str | None) -> None:
+        self._threads = threading.Lock()
+        self._fd: int | None = None
+        if path is not None:
+            self._fd = os.open(f"{path}{WRITERS_SIDE_FILE}", os.O_RDWR | os.O_CREAT, 0o600)
+
+    @classmethod
+    def of(cls, path: str | None) -> SqliteWriters:
+        """The one lock of ``path`` in this process (None: a private in-memory store)."""
+        if path is None:
+            return cls(None)
+        with cls._made:
+            if path not in cls._by_path:
+                cls._by_path[path] = cls(path)
+            return cls._by_path[path]
+
+    def __enter__(self) -> None:
+        self._threads.acquire()
+        if self._fd is not None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            except BaseException:
+                self._threads.release()
+                raise
+
+    def __exit__(self, *_: object) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self._threads.release()
+
+
+def _sqlite_file(engine: Engine) -> str | None:
+    database = engine.url.database
+    return None if not database or database == ":memory:" else str(Path(database).absolute())
+
+
 class Sessions(sessionmaker[Session]):
     """A session factory whose ``begin()`` (the write path) is serialized on SQLite.
 
-    SQLite allows one writer at a time; threads that collide wait in SQLite's busy handler,
+    SQLite allows one writer at a time; writers that collide wait in SQLite's busy handler,
     which sleeps in growing steps (up to 100 ms) and under concurrent submits spends most
-    of its time asleep. Taking a process-wide lock first queues writers without sleeping.
+    of its time asleep. Taking :class:`SqliteWriters` first queues them without sleeping.
     Reads (``sessions()``) are not serialized: WAL lets them run beside a writer.
     """
 
@@ -214,7 +279,9 @@ class Sessions(sessionmaker[Session]):
         super().__init__(engine, expire_on_commit=False)
         changes.track(self)  # the controller reads only the jobs that changed
         self._write_lock: AbstractContextManager[Any] = (
-            threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
+            SqliteWriters.of(_sqlite_file(engine))
+            if engine.dialect.name == "sqlite"
+            else nullcontext()
         )
 
     @contextmanager

@@ -297,6 +297,17 @@ def test_a_second_server_on_one_sqlite_store_is_refused(tmp_path: Path) -> None:
             id="lease too short for its renewals",
         ),
         pytest.param({"GPUPOOL_LEASE_S": "-1"}, "GPUPOOL_LEASE_S='-1'", id="negative lease"),
+        pytest.param(
+            {"GPUPOOL_API_WORKERS": "0"}, "GPUPOOL_API_WORKERS='0'.*from 1 to 64", id="no workers"
+        ),
+        pytest.param(
+            {"GPUPOOL_API_WORKERS": "two"}, "not a number of processes", id="workers not a number"
+        ),
+        pytest.param(
+            {"GPUPOOL_API_WORKERS": "2", "GPUPOOL_ROLE": "controller"},
+            "needs a role that serves the API",
+            id="workers of a controller-only process",
+        ),
     ],
 )
 def test_bad_role_and_lease_settings_are_refused(

@@ -148,3 +148,53 @@ def test_controller_pauses_while_the_store_is_away_and_resumes(
     text = " ".join(r.getMessage() for r in records)
     assert "s3cret" not in text and "secret_column" not in text
     assert "server closed" in paused[0].getMessage()
+
+
+class Deadlock(Exception):
+    """What psycopg raises when PostgreSQL undoes one transaction of a deadlock."""
+
+    sqlstate = "40P01"
+
+
+class Conflicting(Flaky):
+    """The store, except that its next ``conflicts`` write transactions are undone as the
+    victim of a deadlock with a concurrent one."""
+
+    def __init__(self, real: Any, conflicts: int) -> None:
+        super().__init__(real)
+        self.conflicts = conflicts
+
+    @contextmanager
+    def begin(self) -> Iterator[Session]:
+        with self._real.begin() as session:
+            yield session
+            if self.conflicts > 0:
+                self.conflicts -= 1
+                raise OperationalError("UPDATE jobs", {}, Deadlock("deadlock detected"))
+
+
+def test_a_tick_undone_by_a_deadlock_runs_again_without_a_pause(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = make_engine(sqlite_url(tmp_path))
+    upgrade(engine)
+    store = Conflicting(session_factory(engine), conflicts=3)
+    with store._real.begin() as session:
+        session.add(queued_job("j-1", team="a", user="u", submitted_at=NOW))
+    execution = Instant()
+    controller = Controller(store, lambda: CONFIG, execution, SystemClock())  # type: ignore[arg-type]
+    caplog.set_level(logging.INFO, logger="gpupool.controller.loop")
+    controller.start()
+    try:
+        deadline = time.monotonic() + 5
+        while "j-1" not in execution.submitted and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        controller.stop()
+    assert execution.submitted == ["j-1"], "the job was not admitted once the conflicts ended"
+    assert store.conflicts == 0
+    assert "runs again" in caplog.text
+    assert "paused" not in caplog.text and controller.store_lost_at is None
+    with store._real() as session:
+        job = session.get(JobRow, "j-1")
+        assert job is not None and job.status == JobStatus.ADMITTED.value

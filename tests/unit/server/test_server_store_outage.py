@@ -19,7 +19,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from gpupool.core.errors import StoreUnavailable
 from gpupool.server import errors
-from gpupool.state.db import store_outage
+from gpupool.state.db import store_outage, write_conflict
 
 SECRET = "s3cret-env-value"
 STATEMENT = "INSERT INTO jobs (env) VALUES (%(env)s)"
@@ -29,6 +29,10 @@ def _invalidated() -> DBAPIError:
     error = DBAPIError(STATEMENT, {"env": SECRET}, RuntimeError("terminating connection"))
     error.connection_invalidated = True
     return error
+
+
+class _Deadlock(Exception):
+    sqlstate = "40P01"  # as psycopg reports PostgreSQL's choice of a deadlock's victim
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,10 @@ CASES = [
         id="no free pooled connection is 503",
     ),
     pytest.param(Case(StoreUnavailable("the database cannot be reached"), 503), id="typed"),
+    pytest.param(
+        Case(OperationalError(STATEMENT, {"env": SECRET}, _Deadlock("deadlock detected")), 503),
+        id="a transaction undone by a deadlock is 503: retrying it goes through",
+    ),
     pytest.param(
         Case(IntegrityError(STATEMENT, {"env": SECRET}, ValueError("duplicate key")), 500),
         id="integrity error is a bug: 500",
@@ -91,3 +99,11 @@ def test_outage_message_names_the_driver_error_not_the_statement() -> None:
     assert outage is not None
     assert outage.message == "the database cannot be reached: ConnectionError: gone"
     assert store_outage(ValueError("not a store error")) is None
+
+
+def test_a_deadlock_is_a_conflict_to_retry_not_an_unreachable_store() -> None:
+    error = OperationalError(STATEMENT, {"env": SECRET}, _Deadlock("deadlock detected"))
+    assert write_conflict(error)
+    outage = store_outage(error)
+    assert outage is not None and "conflicted" in outage.message and "reached" not in outage.message
+    assert not write_conflict(OperationalError(STATEMENT, {}, ConnectionError("gone")))
